@@ -1,0 +1,46 @@
+# ringroute — every target creates and reuses the local virtual environment (.venv) on first use.
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
+
+.PHONY: demo test lint typecheck bench e2e check format clean
+
+$(STAMP): pyproject.toml
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e '.[dev]'
+	@rm -f $(VENV)/.installed-*
+	@touch $@
+
+demo: $(STAMP)
+	$(PY) examples/demo.py
+
+test: $(STAMP)
+	$(PY) -m pytest
+
+lint: $(STAMP)
+	$(PY) -m ruff check planner webhook certs tests bench examples
+	$(PY) -m ruff format --check planner webhook certs tests bench examples
+	$(VENV)/bin/lint-imports
+
+format: $(STAMP)
+	$(PY) -m ruff format planner webhook certs tests bench examples
+	$(PY) -m ruff check --fix planner webhook certs tests bench examples
+
+typecheck: $(STAMP)
+	$(PY) -m mypy
+
+check: lint typecheck test
+
+bench: $(STAMP)
+	$(PY) bench/planner.py
+	@for b in webhook controller extender; do \
+	  if [ -f bench/$$b.py ]; then $(PY) bench/$$b.py || exit 1; fi; done
+
+e2e: $(STAMP)
+	@test -n "$$RINGROUTE_E2E_KUBECONFIG" || { echo "set RINGROUTE_E2E_KUBECONFIG to a kubeconfig of a test cluster"; exit 2; }
+	$(PY) -m pytest -m e2e tests/e2e
+
+clean:
+	rm -rf $(VENV) build *.egg-info .mypy_cache .ruff_cache

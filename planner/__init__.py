@@ -1,0 +1,30 @@
+"""ringroute's planning library: topology model, rank-table formats, rank planning, route pinning, simulation.
+
+Pure: numpy/scipy in, plain data out. It imports nothing from `webhook`, aiohttp or kubernetes_asyncio.
+"""
+
+from planner._model import (
+    Device,
+    Fabric,
+    Layout,
+    Pattern,
+    Placement,
+    Routing,
+    Server,
+    Topology,
+)
+
+# -- placement and topology sources (planner/_placement.py, planner/_topology_sources.py) --
+# -- rank-table formats (planner/_ranktable.py) --
+# -- planning, routes and simulation (planner/_plan.py, _ring.py, _hd.py, _routes.py, _simulate.py) --
+
+__all__ = [
+    "Device",
+    "Fabric",
+    "Layout",
+    "Pattern",
+    "Placement",
+    "Routing",
+    "Server",
+    "Topology",
+]
