@@ -3,6 +3,7 @@
 Pure: numpy/scipy in, plain data out. It imports nothing from `webhook`, aiohttp or kubernetes_asyncio.
 """
 
+from planner._errors import InputError, PlacementError, RankTableError, TopologyError
 from planner._model import (
     Device,
     Fabric,
@@ -20,6 +21,10 @@ from planner._model import (
 
 __all__ = [
     "Device",
+    "InputError",
+    "PlacementError",
+    "RankTableError",
+    "TopologyError",
     "Fabric",
     "Layout",
     "Pattern",

@@ -95,7 +95,9 @@ class Topology:
     """Where every server of the cluster sits, as a tree of switch domains.
 
     `paths[node]` lists the node's domain ids from tier 1 (leaf / ToR, or rail group in a rail layout)
-    upwards: `("leaf-3", "pod-1", "core")`. Every node has the same number of tiers; ids are unique per tier.
+    upwards. The switch layer above the last listed domain is implicit and joins all of them: `("leaf-3",)`
+    is a 2-tier Clos (leaves + one spine layer), `("leaf-3", "pod-1")` a 3-tier fabric (leaves, spines per pod,
+    a core layer). Every node has the same number of listed tiers; ids are unique per tier.
     The topology describes the whole cluster (or at least every server under the job's switches) so that
     switch sizes and uplink counts are known, not only the job's servers.
     """
@@ -109,7 +111,7 @@ class Topology:
 
     @property
     def tiers(self) -> int:
-        """Number of switch tiers above the servers (0 for an empty topology)."""
+        """Number of listed domain tiers (switch tiers minus the implicit top layer; 0 when empty)."""
         return len(next(iter(self.paths.values()))) if self.paths else 0
 
     def leaf_of(self, node: str) -> str:

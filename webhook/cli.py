@@ -16,6 +16,7 @@ _COMMAND_MODULES = (
     "webhook.cli_serve",  # serve
     "webhook.cli_certs",  # certs generate
     "webhook.cli_plan",  # plan, simulate, topology generate
+    "webhook.cli_extender",  # simulate-scheduling
 )
 
 
