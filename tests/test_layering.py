@@ -26,7 +26,9 @@ def imported_modules(path: Path) -> set[str]:
 
 def offending(path: Path, forbidden: tuple[str, ...]) -> list[str]:
     return sorted(
-        name for name in imported_modules(path) if any(name == f or name.startswith(f + ".") for f in forbidden)
+        name
+        for name in imported_modules(path)
+        if any(name == f or name.startswith(f + ".") for f in forbidden)
     )
 
 
@@ -64,6 +66,10 @@ def test_import_linter_contracts_hold() -> None:
     )
     if "No module named importlinter.cli" in result.stderr:
         result = subprocess.run(
-            [str(Path(sys.executable).parent / "lint-imports")], cwd=ROOT, capture_output=True, text=True, check=False
+            [str(Path(sys.executable).parent / "lint-imports")],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            check=False,
         )
     assert result.returncode == 0, result.stdout + result.stderr

@@ -18,38 +18,123 @@ class Metrics:
     def __post_init__(self) -> None:
         r = self.registry
         set_ = object.__setattr__
-        set_(self, "admission_requests", Counter(
-            "ringroute_admission_requests_total", "Admission requests by endpoint and verdict.",
-            ["endpoint", "verdict"], registry=r))
-        set_(self, "admission_latency", Histogram(
-            "ringroute_admission_latency_seconds", "Admission handling time by endpoint.",
-            ["endpoint"], buckets=_LATENCY_BUCKETS, registry=r))
-        set_(self, "admission_violations", Counter(
-            "ringroute_admission_violations_total", "Policy violations found, by rule.", ["rule"], registry=r))
-        set_(self, "configmap_creates", Counter(
-            "ringroute_configmap_creates_total", "Rank-table ConfigMap creations at admission, by outcome.",
-            ["outcome"], registry=r))
-        set_(self, "plans", Counter(
-            "ringroute_plans_total", "Rank tables planned by the controller, by outcome.", ["outcome"], registry=r))
-        set_(self, "plan_latency", Histogram(
-            "ringroute_plan_seconds", "Planner wall time per rank table.", buckets=_LATENCY_BUCKETS, registry=r))
-        set_(self, "reconcile_latency", Histogram(
-            "ringroute_reconcile_seconds", "Controller reconcile time per job.", buckets=_LATENCY_BUCKETS,
-            registry=r))
-        set_(self, "api_errors", Counter(
-            "ringroute_api_errors_total", "Kubernetes API errors by operation and status.", ["operation", "status"],
-            registry=r))
-        set_(self, "leader", Gauge(
-            "ringroute_leader", "1 while this replica holds the controller lease.", registry=r))
-        set_(self, "extender_requests", Counter(
-            "ringroute_extender_requests_total", "Scheduler extender calls by verb and outcome.",
-            ["verb", "outcome"], registry=r))
-        set_(self, "extender_latency", Histogram(
-            "ringroute_extender_latency_seconds", "Scheduler extender handling time by verb.", ["verb"],
-            buckets=_LATENCY_BUCKETS, registry=r))
-        set_(self, "extender_degraded", Counter(
-            "ringroute_extender_degraded_total", "Extender calls answered with neutral scores after an internal error.",
-            ["verb"], registry=r))
+        set_(
+            self,
+            "admission_requests",
+            Counter(
+                "ringroute_admission_requests_total",
+                "Admission requests by endpoint and verdict.",
+                ["endpoint", "verdict"],
+                registry=r,
+            ),
+        )
+        set_(
+            self,
+            "admission_latency",
+            Histogram(
+                "ringroute_admission_latency_seconds",
+                "Admission handling time by endpoint.",
+                ["endpoint"],
+                buckets=_LATENCY_BUCKETS,
+                registry=r,
+            ),
+        )
+        set_(
+            self,
+            "admission_violations",
+            Counter(
+                "ringroute_admission_violations_total",
+                "Policy violations found, by rule.",
+                ["rule"],
+                registry=r,
+            ),
+        )
+        set_(
+            self,
+            "configmap_creates",
+            Counter(
+                "ringroute_configmap_creates_total",
+                "Rank-table ConfigMap creations at admission, by outcome.",
+                ["outcome"],
+                registry=r,
+            ),
+        )
+        set_(
+            self,
+            "plans",
+            Counter(
+                "ringroute_plans_total",
+                "Rank tables planned by the controller, by outcome.",
+                ["outcome"],
+                registry=r,
+            ),
+        )
+        set_(
+            self,
+            "plan_latency",
+            Histogram(
+                "ringroute_plan_seconds",
+                "Planner wall time per rank table.",
+                buckets=_LATENCY_BUCKETS,
+                registry=r,
+            ),
+        )
+        set_(
+            self,
+            "reconcile_latency",
+            Histogram(
+                "ringroute_reconcile_seconds",
+                "Controller reconcile time per job.",
+                buckets=_LATENCY_BUCKETS,
+                registry=r,
+            ),
+        )
+        set_(
+            self,
+            "api_errors",
+            Counter(
+                "ringroute_api_errors_total",
+                "Kubernetes API errors by operation and status.",
+                ["operation", "status"],
+                registry=r,
+            ),
+        )
+        set_(
+            self,
+            "leader",
+            Gauge("ringroute_leader", "1 while this replica holds the controller lease.", registry=r),
+        )
+        set_(
+            self,
+            "extender_requests",
+            Counter(
+                "ringroute_extender_requests_total",
+                "Scheduler extender calls by verb and outcome.",
+                ["verb", "outcome"],
+                registry=r,
+            ),
+        )
+        set_(
+            self,
+            "extender_latency",
+            Histogram(
+                "ringroute_extender_latency_seconds",
+                "Scheduler extender handling time by verb.",
+                ["verb"],
+                buckets=_LATENCY_BUCKETS,
+                registry=r,
+            ),
+        )
+        set_(
+            self,
+            "extender_degraded",
+            Counter(
+                "ringroute_extender_degraded_total",
+                "Extender calls answered with neutral scores after an internal error.",
+                ["verb"],
+                registry=r,
+            ),
+        )
 
     admission_requests: Counter = field(init=False)
     admission_latency: Histogram = field(init=False)

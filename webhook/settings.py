@@ -343,7 +343,7 @@ def _check(settings: Settings) -> None:
         if any(c < 1 or c > profile.cards_per_node for c in profile.allowed_cards):
             raise SettingsError(f"{where}.allowedCards: every count must be in 1..cardsPerNode")
         if profile.rank_table_version not in ("1.0", "1.2"):
-            raise SettingsError(f"{where}.rankTableVersion: must be \"1.0\" or \"1.2\"")
+            raise SettingsError(f'{where}.rankTableVersion: must be "1.0" or "1.2"')
     if settings.policy.below_min_nodes not in ("reject", "skip"):
         raise SettingsError("settings.policy.belowMinNodes: must be reject or skip")
     for rule, mode in settings.policy.rule_modes:
