@@ -1,0 +1,102 @@
+"""The settings tree: defaults, YAML loading with camelCase keys, profile bases, and clear errors."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from planner import Fabric
+from webhook.settings import (
+    DEFAULT_PROFILES,
+    Settings,
+    SettingsError,
+    load_settings,
+    settings_from_mapping,
+)
+
+
+def test_defaults_describe_the_documented_8_card_profile() -> None:
+    settings = settings_from_mapping(None)
+    profile = settings.profile("ascend-1980")
+    assert profile is not None
+    assert profile.resource_name == "huawei.com/ascend-1980"
+    assert profile.cards_per_node == 8
+    assert profile.rank_table_path == "/user/config/jobstart_hccl.json"
+    assert profile.configmap_name("yourvcjobname") == "configmap1980-yourvcjobname"
+    assert [v.path for v in profile.host_path_volumes] == [
+        "/usr/local/Ascend/driver",
+        "/usr/local/Ascend/add-ons",
+        "/etc/localtime",
+        "/etc/hccn.conf",
+        "/usr/local/sbin/npu-smi",
+    ]
+    assert settings.profile("unknown") is None
+
+
+def test_the_16_card_super_pod_profile_uses_rank_table_1_2() -> None:
+    profile = Settings().profile("ascend-1980-snt9b23")
+    assert profile is not None
+    assert profile.cards_per_node == 16
+    assert profile.rank_table_version == "1.2"
+    assert 16 in profile.allowed_cards
+
+
+def test_yaml_file_with_camel_case_keys_builds_nested_frozen_settings(tmp_path: Path) -> None:
+    path = tmp_path / "config.yaml"
+    path.write_text(
+        """
+policy:
+  belowMinNodes: skip
+  ruleModes: {sharedWorkingDir: warn}
+  sharedHostPathPrefixes: [/mnt/team]
+topology:
+  labelKeys: [volcano.sh/hypercluster, volcano.sh/hypernode]
+  fabric: {layout: rail, linkGbps: 400, leafOversubscription: 2}
+profiles:
+  - base: ascend-1980
+    gzipRankTable: true
+""",
+        encoding="utf-8",
+    )
+    settings = load_settings(path)
+    assert settings.policy.below_min_nodes == "skip"
+    assert settings.policy.mode("sharedWorkingDir") == "warn"
+    assert settings.policy.mode("cardCount") == "reject"
+    assert settings.policy.shared_host_path_prefixes == ("/mnt/team",)
+    assert settings.topology.label_keys == ("volcano.sh/hypercluster", "volcano.sh/hypernode")
+    assert settings.topology.fabric == Fabric(layout="rail", link_gbps=400.0, leaf_oversubscription=2.0)
+    assert len(settings.profiles) == 1
+    assert settings.profiles[0].gzip_rank_table is True
+    assert settings.profiles[0].cards_per_node == DEFAULT_PROFILES[0].cards_per_node
+    with pytest.raises(AttributeError):
+        settings.policy.below_min_nodes = "reject"  # type: ignore[misc]
+
+
+@pytest.mark.parametrize(
+    ("data", "message"),
+    [
+        ({"policy": {"belowMinNode": "skip"}}, "settings.policy.belowMinNode: unknown setting"),
+        ({"policy": {"belowMinNodes": "maybe"}}, "belowMinNodes: must be reject or skip"),
+        ({"policy": {"ruleModes": {"x": "ignore"}}}, "ruleModes.x: must be reject or warn"),
+        ({"planning": {"qpsPerConnection": 0}}, "qpsPerConnection: must be at least 1"),
+        ({"planning": {"qpsPerConnection": "4"}}, "qpsPerConnection: expected an integer"),
+        ({"profiles": [{"cardsPerNode": 8, "allowedCards": [16]}]}, "allowedCards: every count must be in"),
+        ({"profiles": [{"base": "ascend-910z"}]}, "profiles[0].base: unknown built-in profile"),
+        ({"profiles": [{}, {}]}, "duplicate profile 'ascend-1980'"),
+        ({"controller": []}, "settings.controller: expected a mapping"),
+    ],
+)
+def test_invalid_settings_name_the_key(data: dict[str, object], message: str) -> None:
+    with pytest.raises(SettingsError) as info:
+        settings_from_mapping(data)
+    assert message in str(info.value)
+
+
+def test_unreadable_or_non_mapping_file_is_a_settings_error(tmp_path: Path) -> None:
+    with pytest.raises(SettingsError, match="cannot read settings"):
+        load_settings(tmp_path / "missing.yaml")
+    bad = tmp_path / "list.yaml"
+    bad.write_text("- a\n- b\n", encoding="utf-8")
+    with pytest.raises(SettingsError, match="must be a mapping"):
+        load_settings(bad)
