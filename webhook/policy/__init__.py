@@ -1,0 +1,109 @@
+"""Admission policy: pure checkers of a Volcano Job against the settings, run all at once, rendered once.
+
+Each rule is a small function `(job: JobView, settings) -> list[Violation]` in its own module; `validate` runs
+every one and `classify` splits the findings into denials and warnings by the rule's configured mode.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from webhook.policy import naming, rank_table_mount, resources, route_plan, workdir
+from webhook.policy.jobview import JobView, read_job
+from webhook.policy.violation import Reason, Violation, render
+from webhook.settings import Settings
+
+Checker = Callable[[JobView, Settings], list[Violation]]
+
+CHECKERS: tuple[tuple[str, Checker], ...] = (
+    (naming.ACCELERATOR_PROFILE, naming.check_accelerator_profile),
+    (naming.SCHEDULER_NAME, naming.check_scheduler_name),
+    (naming.CONFIGMAP_NAME, naming.check_configmap_name),
+    (resources.REQUESTS_EQUAL_LIMITS, resources.check_requests_equal_limits),
+    (resources.CARD_COUNT, resources.check_card_count),
+    (route_plan.MIN_NODES, route_plan.check_min_nodes),
+    (route_plan.FULL_NODE, route_plan.check_full_node),
+    (route_plan.ONE_POD_PER_NODE, route_plan.check_one_pod_per_node),
+    (route_plan.MA_RUN_METHOD, route_plan.check_ma_run_method),
+    (route_plan.GANG, route_plan.check_gang),
+    (workdir.LOCAL_WORKING_DIR, workdir.check_local_working_dir),
+    (rank_table_mount.SUBPATH_MOUNT, rank_table_mount.check_subpath_mount),
+    (rank_table_mount.MOUNT_PATH_TAKEN, rank_table_mount.check_mount_path_free),
+)
+"""Every rule by name, in the order its findings are reported."""
+
+RULES: tuple[str, ...] = tuple(name for name, _ in CHECKERS)
+
+
+def validate(job: Mapping[str, Any], old: Mapping[str, Any] | None, settings: Settings) -> list[Violation]:
+    """All violations of `job` (the new object on UPDATE; `old` is the stored one, or None on CREATE).
+
+    A job that is being deleted is not checked: its remaining updates only remove finalizers.
+    """
+    view = read_job(job, settings)
+    if old is not None and view.deleting:
+        return []
+    found: list[Violation] = []
+    for _, checker in CHECKERS:
+        found.extend(checker(view, settings))
+    return found
+
+
+def rule_mode(rule: str, settings: Settings) -> str:
+    """`reject` or `warn` for a rule (`belowMinNodes: skip` makes the minimum-nodes rule a warning)."""
+    if rule == route_plan.MIN_NODES and settings.policy.below_min_nodes == "skip":
+        return "warn"
+    return settings.policy.mode(rule)
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    """Violations split by enforcement mode."""
+
+    denials: tuple[Violation, ...]
+    warnings: tuple[Violation, ...]
+
+    @property
+    def allowed(self) -> bool:
+        """No rule in reject mode was violated."""
+        return not self.denials
+
+    @property
+    def http_code(self) -> int:
+        """403 when every denial is Forbidden, else 422 (as the API server answers field errors)."""
+        return 403 if self.denials and all(v.reason == "Forbidden" for v in self.denials) else 422
+
+    def message(self) -> str:
+        """The denials, rendered once."""
+        return render(self.denials)
+
+
+def classify(violations: Sequence[Violation], settings: Settings) -> Verdict:
+    """Split violations into denials (reject mode) and warnings (warn mode)."""
+    denials = tuple(v for v in violations if rule_mode(v.rule, settings) == "reject")
+    warnings = tuple(v for v in violations if rule_mode(v.rule, settings) != "reject")
+    return Verdict(denials, warnings)
+
+
+def judge(job: Mapping[str, Any], old: Mapping[str, Any] | None, settings: Settings) -> Verdict:
+    """validate + classify."""
+    return classify(validate(job, old, settings), settings)
+
+
+__all__ = [
+    "CHECKERS",
+    "RULES",
+    "Checker",
+    "JobView",
+    "Reason",
+    "Verdict",
+    "Violation",
+    "classify",
+    "judge",
+    "read_job",
+    "render",
+    "rule_mode",
+    "validate",
+]

@@ -1,0 +1,286 @@
+"""A read-only view of a Volcano Job as admission sees it: tasks, NPU containers, mounts, route planning.
+
+The job comes from a client, so every accessor tolerates missing keys and wrong types (it then sees "nothing
+there"); the API server's own schema validation reports the shape errors, admission reports policy.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from webhook.settings import (
+    LAUNCHER_ANNOTATION,
+    RING_LABEL,
+    ROUTE_PLAN_ANNOTATION,
+    ROUTE_PLAN_ENV,
+    AcceleratorProfile,
+    Settings,
+)
+
+EMPTY: Mapping[str, Any] = {}
+
+
+def as_mapping(value: Any) -> Mapping[str, Any]:
+    """`value` if it is a JSON object, else an empty mapping."""
+    return value if isinstance(value, Mapping) else EMPTY
+
+
+def as_list(value: Any) -> Sequence[Any]:
+    """`value` if it is a JSON array, else an empty sequence."""
+    return value if isinstance(value, list) else ()
+
+
+def as_str(value: Any) -> str | None:
+    """`value` if it is a string, else None."""
+    return value if isinstance(value, str) else None
+
+
+def env_value(container: Mapping[str, Any], name: str) -> tuple[int, str | None] | None:
+    """(index, literal value) of the container's env var `name`, or None when it is not set."""
+    for i, entry in enumerate(as_list(container.get("env"))):
+        if as_mapping(entry).get("name") == name:
+            return i, as_str(as_mapping(entry).get("value"))
+    return None
+
+
+def is_true(value: str | None) -> bool:
+    """Kubernetes-style boolean text: "true" in any case."""
+    return value is not None and value.strip().lower() == "true"
+
+
+def parse_cards(quantity: Any) -> int | None:
+    """A card count from a resource quantity ("8", 8), or None when it is not a whole number."""
+    if isinstance(quantity, bool):
+        return None
+    if isinstance(quantity, int):
+        return quantity
+    if isinstance(quantity, float) and quantity.is_integer():
+        return int(quantity)
+    if isinstance(quantity, str) and quantity.strip().isdigit():
+        return int(quantity.strip())
+    return None
+
+
+def escape_pointer(token: str) -> str:
+    """One JSON-Pointer reference token (RFC 6901): `~` -> `~0`, then `/` -> `~1`."""
+    return token.replace("~", "~0").replace("/", "~1")
+
+
+@dataclass(frozen=True, slots=True)
+class ContainerView:
+    """One container (or init container) of a task's pod template."""
+
+    container: Mapping[str, Any]
+    field: str
+    """Field path for messages, e.g. `spec.tasks[0].template.spec.containers[1]`."""
+    pointer: str
+    """JSON Pointer of the container, e.g. `/spec/tasks/0/template/spec/containers/1`."""
+    init: bool
+    npu_request: Any
+    """The NPU quantity in requests (None when absent)."""
+    npu_limit: Any
+    """The NPU quantity in limits (None when absent)."""
+
+    @property
+    def is_npu(self) -> bool:
+        """The container asks for cards of the job's accelerator."""
+        return self.npu_request is not None or self.npu_limit is not None
+
+    @property
+    def cards(self) -> int | None:
+        """Cards this container gets: limits win (requests default to them), None when not a whole number."""
+        return parse_cards(self.npu_limit if self.npu_limit is not None else self.npu_request)
+
+    @property
+    def env(self) -> Sequence[Any]:
+        """The env list (empty when absent)."""
+        return as_list(self.container.get("env"))
+
+    @property
+    def mounts(self) -> Sequence[Any]:
+        """The volumeMounts list (empty when absent)."""
+        return as_list(self.container.get("volumeMounts"))
+
+
+@dataclass(frozen=True, slots=True)
+class TaskView:
+    """One entry of `spec.tasks`."""
+
+    index: int
+    task: Mapping[str, Any]
+    field: str
+    pointer: str
+    replicas: int
+    """Pods of this task (a missing or invalid `replicas` counts as 0, as Volcano does)."""
+    template: Mapping[str, Any]
+    pod_spec: Mapping[str, Any]
+    containers: tuple[ContainerView, ...]
+    init_containers: tuple[ContainerView, ...]
+
+    @property
+    def npu_containers(self) -> tuple[ContainerView, ...]:
+        """Regular containers that ask for cards."""
+        return tuple(c for c in self.containers if c.is_npu)
+
+    @property
+    def is_npu(self) -> bool:
+        """The task's pods use the accelerator."""
+        return bool(self.npu_containers)
+
+    @property
+    def cards_per_pod(self) -> int | None:
+        """Cards one pod of this task takes (sum over its containers), None when a count is not whole."""
+        counts = [c.cards for c in self.npu_containers]
+        if any(c is None for c in counts):
+            return None
+        return sum(c for c in counts if c is not None)
+
+    @property
+    def volumes(self) -> Sequence[Any]:
+        """The pod's volumes (empty when absent)."""
+        return as_list(self.pod_spec.get("volumes"))
+
+    def volume(self, name: Any) -> Mapping[str, Any] | None:
+        """The pod volume called `name`."""
+        for volume in self.volumes:
+            if as_mapping(volume).get("name") == name:
+                return as_mapping(volume)
+        return None
+
+
+@dataclass(frozen=True, slots=True)
+class JobView:
+    """What admission needs to know about a job, read once per request."""
+
+    job: Mapping[str, Any]
+    name: str | None
+    namespace: str | None
+    labels: Mapping[str, Any]
+    annotations: Mapping[str, Any]
+    spec: Mapping[str, Any]
+    profile_label: str | None
+    profile: AcceleratorProfile | None
+    tasks: tuple[TaskView, ...]
+
+    @property
+    def npu_tasks(self) -> tuple[TaskView, ...]:
+        """Tasks whose pods use the accelerator."""
+        return tuple(t for t in self.tasks if t.is_npu)
+
+    @property
+    def npu_pods(self) -> int:
+        """NPU pods of the whole job."""
+        return sum(t.replicas for t in self.npu_tasks)
+
+    @property
+    def route_planned(self) -> bool:
+        """Route planning is asked for (job annotation, or `ROUTE_PLAN=true` on any container)."""
+        if is_true(as_str(self.annotations.get(ROUTE_PLAN_ANNOTATION))):
+            return True
+        for task in self.tasks:
+            for container in (*task.containers, *task.init_containers):
+                found = env_value(container.container, ROUTE_PLAN_ENV)
+                if found is not None and is_true(found[1]):
+                    return True
+        return False
+
+    @property
+    def launcher_enabled(self) -> bool:
+        """Route-planned commands get wrapped by the launcher unless the job opts out."""
+        return as_str(self.annotations.get(LAUNCHER_ANNOTATION)) != "false"
+
+    @property
+    def configmap_name(self) -> str | None:
+        """Name of the job's rank-table ConfigMap (None before the job has a name or a profile)."""
+        if self.profile is None or not self.name:
+            return None
+        return self.profile.configmap_name(self.name)
+
+    @property
+    def deleting(self) -> bool:
+        """The job is being deleted (its updates only remove finalizers)."""
+        return bool(as_mapping(self.job.get("metadata")).get("deletionTimestamp"))
+
+
+def _container_views(
+    pod_spec: Mapping[str, Any], key: str, field: str, pointer: str, resource: str | None
+) -> tuple[ContainerView, ...]:
+    views = []
+    for j, raw in enumerate(as_list(pod_spec.get(key))):
+        container = as_mapping(raw)
+        resources = as_mapping(container.get("resources"))
+        requests = as_mapping(resources.get("requests"))
+        limits = as_mapping(resources.get("limits"))
+        views.append(
+            ContainerView(
+                container=container,
+                field=f"{field}.{key}[{j}]",
+                pointer=f"{pointer}/{key}/{j}",
+                init=key == "initContainers",
+                npu_request=requests.get(resource) if resource else None,
+                npu_limit=limits.get(resource) if resource else None,
+            )
+        )
+    return tuple(views)
+
+
+def read_job(job: Mapping[str, Any], settings: Settings) -> JobView:
+    """Read a job (any JSON value) into a view; never raises."""
+    job = as_mapping(job)
+    metadata = as_mapping(job.get("metadata"))
+    labels = as_mapping(metadata.get("labels"))
+    spec = as_mapping(job.get("spec"))
+    profile_label = as_str(labels.get(RING_LABEL))
+    profile = settings.profile(profile_label)
+    resource = profile.resource_name if profile else None
+    tasks = []
+    for i, raw in enumerate(as_list(spec.get("tasks"))):
+        task = as_mapping(raw)
+        template = as_mapping(task.get("template"))
+        pod_spec = as_mapping(template.get("spec"))
+        field = f"spec.tasks[{i}]"
+        pointer = f"/spec/tasks/{i}"
+        replicas = task.get("replicas")
+        tasks.append(
+            TaskView(
+                index=i,
+                task=task,
+                field=field,
+                pointer=pointer,
+                replicas=replicas if isinstance(replicas, int) and not isinstance(replicas, bool) else 0,
+                template=template,
+                pod_spec=pod_spec,
+                containers=_container_views(
+                    pod_spec, "containers", f"{field}.template.spec", f"{pointer}/template/spec", resource
+                ),
+                init_containers=_container_views(
+                    pod_spec, "initContainers", f"{field}.template.spec", f"{pointer}/template/spec", resource
+                ),
+            )
+        )
+    return JobView(
+        job=job,
+        name=as_str(metadata.get("name")) or None,
+        namespace=as_str(metadata.get("namespace")) or None,
+        labels=labels,
+        annotations=as_mapping(metadata.get("annotations")),
+        spec=spec,
+        profile_label=profile_label,
+        profile=profile,
+        tasks=tuple(tasks),
+    )
+
+
+def configmap_mounts(
+    container: ContainerView, task: TaskView, configmap_name: str
+) -> list[tuple[int, Mapping[str, Any]]]:
+    """(index, mount) of the container's mounts of the ConfigMap `configmap_name`."""
+    found = []
+    for k, raw in enumerate(container.mounts):
+        mount = as_mapping(raw)
+        volume = task.volume(mount.get("name"))
+        if volume is not None and as_mapping(volume.get("configMap")).get("name") == configmap_name:
+            found.append((k, mount))
+    return found
