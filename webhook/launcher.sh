@@ -1,0 +1,125 @@
+#!/bin/sh
+# ringroute launcher: wait for the completed rank table, export this pod's routed node rank, run the command.
+# Usage (the webhook writes this into route-planned containers):
+#   /bin/sh <mount>/ringroute-launcher.sh -- command [args...]
+# POSIX sh only: training images need no Python, bash or jq. The table is machine-written JSON with a fixed
+# layout, so sed/awk read it after whitespace is removed.
+set -u
+
+prog=ringroute-launcher
+mount_dir=$(dirname "$0")
+table=${RANK_TABLE_FILE:-$mount_dir/jobstart_hccl.json}
+table_dir=$(dirname "$table")
+ranks_file=${RINGROUTE_RANKS_FILE:-$table_dir/ranks.env}
+timeout=${RINGROUTE_LAUNCHER_TIMEOUT:-@RINGROUTE_LAUNCHER_TIMEOUT@}
+interval=${RINGROUTE_LAUNCHER_POLL:-2}
+
+fail() {
+    echo "$prog: $*" >&2
+    exit 1
+}
+
+if [ "${1:-}" = "--" ]; then
+    shift
+fi
+if [ $# -eq 0 ]; then
+    echo "$prog: no command given; usage: $0 -- command [args...]" >&2
+    exit 2
+fi
+case $timeout in
+    '' | *[!0-9]*) fail "RINGROUTE_LAUNCHER_TIMEOUT must be a whole number of seconds (got '$timeout')" ;;
+esac
+case $interval in
+    '' | *[!0-9]* | 0) fail "RINGROUTE_LAUNCHER_POLL must be a positive whole number of seconds (got '$interval')" ;;
+esac
+if [ -z "${POD_NAME:-}" ]; then
+    fail "POD_NAME is not set; add env POD_NAME from fieldRef metadata.name (the ringroute webhook injects it)"
+fi
+
+# The table without whitespace, on one line (values never contain spaces).
+compact() {
+    tr -d ' \t\r\n' <"$1" 2>/dev/null
+}
+
+table_status() {
+    compact "$table" | sed -n 's/^{"status":"\([a-z]*\)".*/\1/p'
+}
+
+node_rank() {
+    awk -F= -v pod="$POD_NAME" '$1 == pod { print $2; exit }' "$ranks_file" 2>/dev/null
+}
+
+# Print the text of the first server_list entry (the rank-0 server).
+first_server() {
+    compact "$1" | awk '{
+        start = index($0, "\"server_list\":[{")
+        if (start == 0) exit
+        text = substr($0, start + 15)
+        depth = 0
+        for (i = 1; i <= length(text); i++) {
+            c = substr(text, i, 1)
+            if (c == "{" || c == "[") depth++
+            else if (c == "}" || c == "]") depth--
+            if (depth == 0) { print substr(text, 1, i); exit }
+        }
+    }'
+}
+
+# A top-level string field of the rank-0 server entry (device entries are cut out first).
+server_field() {
+    printf '%s\n' "$1" | sed 's/"device":\[[^]]*\]//' | sed -n "s/.*\"$2\":\"\([^\"]*\)\".*/\1/p"
+}
+
+waited=0
+status=
+rank=
+while :; do
+    status=$(table_status)
+    if [ "$status" = completed ]; then
+        rank=$(node_rank)
+        if [ -n "$rank" ]; then
+            break
+        fi
+    fi
+    if [ "$waited" -ge "$timeout" ]; then
+        if [ "$status" != completed ]; then
+            fail "rank table $table still says status '${status:-unreadable}' after ${timeout}s; check the RankTablePending events of the job (kubectl describe vcjob) or raise RINGROUTE_LAUNCHER_TIMEOUT"
+        fi
+        fail "rank table is completed but $ranks_file has no entry for pod $POD_NAME after ${timeout}s; the table was planned for other pods, check the job's RankTable events"
+    fi
+    sleep "$interval"
+    waited=$((waited + interval))
+done
+
+case $rank in
+    *[!0-9]*) fail "$ranks_file: node rank of pod $POD_NAME is not a number: '$rank'" ;;
+esac
+
+# A table too large for a ConfigMap is stored gzip-compressed next to the status file.
+if [ -f "$table.gz" ] && ! compact "$table" | grep -q '"server_list"'; then
+    work_dir=${RINGROUTE_WORK_DIR:-${TMPDIR:-/tmp}}
+    gzip -dc <"$table.gz" >"$work_dir/jobstart_hccl.json" || fail "cannot decompress $table.gz into $work_dir"
+    table=$work_dir/jobstart_hccl.json
+fi
+
+server_count=$(compact "$table" | sed -n 's/.*"server_count":"\([0-9]*\)".*/\1/p')
+master=$(first_server "$table")
+master_addr=$(server_field "$master" container_ip)
+if [ -z "$master_addr" ]; then
+    master_addr=$(server_field "$master" host_ip)
+fi
+if [ -z "$master_addr" ]; then
+    master_addr=$(server_field "$master" server_id)
+fi
+if [ -z "$server_count" ] || [ -z "$master_addr" ]; then
+    fail "rank table $table is completed but has no server_count or rank-0 server address; the ConfigMap was edited by hand?"
+fi
+
+RANK_AFTER_ACC=$rank
+NODE_RANK=$rank
+MASTER_ADDR=$master_addr
+WORLD_SIZE=$server_count
+RANK_TABLE_FILE=$table
+export RANK_AFTER_ACC NODE_RANK MASTER_ADDR WORLD_SIZE RANK_TABLE_FILE
+echo "$prog: pod $POD_NAME node rank $NODE_RANK of $WORLD_SIZE, master $MASTER_ADDR" >&2
+exec "$@"
