@@ -1,0 +1,357 @@
+"""The admission HTTP service: decode an AdmissionReview, call the pure policy/mutation, encode the answer.
+
+Two error channels: a broken request is an HTTP 4xx; a rejected job is HTTP 200 with `allowed: false`.
+Nothing a client sends produces a 500: a failure in our own code denies on /jobs/validate and admits without a
+patch on /jobs/mutate, logged and counted.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Awaitable, Callable, Mapping
+from typing import TYPE_CHECKING, Any, Literal, Protocol
+
+import orjson
+from aiohttp import web
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+
+from webhook.admission_types import AdmissionRequest, AdmissionResponse, AdmissionReview, StatusCause
+from webhook.metrics import Metrics
+from webhook.mutation import encode_patch, mutate_view
+from webhook.policy import classify, validate
+from webhook.policy.jobview import JobView, read_job
+from webhook.settings import RING_LABEL, Settings
+
+if TYPE_CHECKING:
+    from certs import ServingCertificates
+
+log = logging.getLogger("ringroute.admission")
+
+MAX_BODY_BYTES = 7 * 1024 * 1024
+"""Largest AdmissionReview accepted (the API server's own request limit is 3 MiB of object, doubled on UPDATE)."""
+JOB_GROUP = "batch.volcano.sh"
+JOB_RESOURCE = "jobs"
+REVIEW_API_VERSION = "admission.k8s.io/v1"
+
+Endpoint = Literal["validate", "mutate"]
+
+
+class ConfigMapWriter(Protocol):
+    """Creates the rank-table ConfigMap (implemented by `webhook.kube.KubeRepository`)."""
+
+    async def ensure_configmap(self, body: dict[str, Any]) -> str:
+        """Create `body`; "created", or "exists" when it is already there; raises on other API errors."""
+        ...
+
+
+class BadReviewError(ValueError):
+    """The request body is not an AdmissionReview this service can answer (HTTP 400)."""
+
+
+def _json_response(payload: Any, status: int = 200) -> web.Response:
+    return web.Response(body=orjson.dumps(payload), status=status, content_type="application/json")
+
+
+def _problem(status: int, message: str) -> web.Response:
+    """A 4xx for a broken request: a metav1.Status-shaped body so kubectl-like clients show the message."""
+    reason = {400: "BadRequest", 413: "RequestEntityTooLarge", 415: "UnsupportedMediaType"}.get(status, "Error")
+    body = {"kind": "Status", "apiVersion": "v1", "status": "Failure", "code": status, "reason": reason}
+    body["message"] = message
+    return _json_response(body, status)
+
+
+def parse_review(body: bytes) -> AdmissionReview:
+    """Decode and check the envelope; raises BadReviewError with a one-line message naming the field."""
+    try:
+        review = orjson.loads(body)
+    except orjson.JSONDecodeError as exc:
+        raise BadReviewError(f"request body is not valid JSON: {exc}") from exc
+    if not isinstance(review, dict):
+        raise BadReviewError("request body must be a JSON object (an AdmissionReview)")
+    if review.get("apiVersion") != REVIEW_API_VERSION or review.get("kind") != "AdmissionReview":
+        raise BadReviewError(
+            f'apiVersion/kind must be "{REVIEW_API_VERSION}"/"AdmissionReview" '
+            f"(got {review.get('apiVersion')!r}/{review.get('kind')!r}); set admissionReviewVersions: [v1]"
+        )
+    request = review.get("request")
+    if not isinstance(request, dict):
+        raise BadReviewError("request: Required value: an AdmissionReview to answer must carry a request")
+    uid = request.get("uid")
+    if not isinstance(uid, str) or not uid:
+        raise BadReviewError("request.uid: Required value: a non-empty string")
+    for key in ("object", "oldObject"):
+        value = request.get(key)
+        if value is not None and not isinstance(value, dict):
+            raise BadReviewError(f"request.{key}: Invalid value: must be an object or null")
+    for key in ("resource", "kind"):
+        value = request.get(key)
+        if value is not None and not isinstance(value, dict):
+            raise BadReviewError(f"request.{key}: Invalid value: must be an object")
+    return review  # type: ignore[return-value]
+
+
+def _is_labelled_job(request: AdmissionRequest) -> bool:
+    """A request this webhook has an opinion on: CREATE/UPDATE of a labelled Volcano Job (not a subresource)."""
+    resource = request.get("resource") or {}
+    if resource.get("group") != JOB_GROUP or resource.get("resource") != JOB_RESOURCE:
+        return False
+    if request.get("subResource") or request.get("operation") not in ("CREATE", "UPDATE"):
+        return False
+    job = request.get("object")
+    if not isinstance(job, dict):
+        return False
+    labels = (job.get("metadata") or {}).get("labels") if isinstance(job.get("metadata"), dict) else None
+    return isinstance(labels, dict) and RING_LABEL in labels
+
+
+def _review(uid: str, response: AdmissionResponse) -> AdmissionReview:
+    response["uid"] = uid
+    return {"apiVersion": REVIEW_API_VERSION, "kind": "AdmissionReview", "response": response}
+
+
+class AdmissionHandlers:
+    """The aiohttp handlers, holding the settings, metrics and the ConfigMap writer."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        metrics: Metrics,
+        configmaps: ConfigMapWriter | None,
+        certificates: ServingCertificates | None,
+    ) -> None:
+        self.settings = settings
+        self.metrics = metrics
+        self.configmaps = configmaps
+        self.certificates = certificates
+        self._background: set[asyncio.Task[Any]] = set()
+
+    async def _read_review(self, request: web.Request) -> AdmissionReview | web.Response:
+        if request.content_length is not None and request.content_length > MAX_BODY_BYTES:
+            return _problem(413, f"request body is {request.content_length} bytes; the limit is {MAX_BODY_BYTES}")
+        if request.content_type != "application/json":
+            return _problem(415, f'Content-Type must be "application/json" (got "{request.content_type}")')
+        try:
+            body = await request.read()
+        except web.HTTPRequestEntityTooLarge:
+            return _problem(413, f"request body exceeds the limit of {MAX_BODY_BYTES} bytes")
+        try:
+            return parse_review(body)
+        except BadReviewError as exc:
+            return _problem(400, str(exc))
+
+    async def _handle(
+        self,
+        request: web.Request,
+        endpoint: Endpoint,
+        answer: Callable[[AdmissionRequest], Awaitable[tuple[AdmissionResponse, str]]],
+    ) -> web.Response:
+        started = time.perf_counter()
+        verdict = "bad_request"
+        try:
+            review = await self._read_review(request)
+            if isinstance(review, web.Response):
+                return review
+            admission = review["request"]
+            uid = admission["uid"]
+            if not _is_labelled_job(admission):
+                verdict = "ignored"
+                return _json_response(_review(uid, {"allowed": True}))
+            response, verdict = await answer(admission)
+            return _json_response(_review(uid, response))
+        finally:
+            self.metrics.admission_requests.labels(endpoint, verdict).inc()
+            self.metrics.admission_latency.labels(endpoint).observe(time.perf_counter() - started)
+
+    async def validate(self, request: web.Request) -> web.Response:
+        """POST /jobs/validate."""
+        return await self._handle(request, "validate", self._validate)
+
+    async def mutate(self, request: web.Request) -> web.Response:
+        """POST /jobs/mutate."""
+        return await self._handle(request, "mutate", self._mutate)
+
+    async def _validate(self, admission: AdmissionRequest) -> tuple[AdmissionResponse, str]:
+        job = admission.get("object") or {}
+        old = admission.get("oldObject") if admission.get("operation") == "UPDATE" else None
+        try:
+            violations = validate(job, old, self.settings)
+            verdict = classify(violations, self.settings)
+        except Exception:
+            log.exception("event=policy_failed uid=%s", admission.get("uid"))
+            return {
+                "allowed": False,
+                "status": {
+                    "code": 500,
+                    "reason": "InternalError",
+                    "message": "ringroute could not check this job (an internal error, logged); retry, "
+                    "or ask the cluster admin to look at the ringroute logs",
+                },
+            }, "error"
+        for violation in violations:
+            self.metrics.admission_violations.labels(violation.rule).inc()
+        response: AdmissionResponse = {"allowed": verdict.allowed}
+        if verdict.warnings:
+            response["warnings"] = [v.render() for v in verdict.warnings]
+        if not verdict.allowed:
+            causes: list[StatusCause] = [
+                {"reason": v.cause_reason, "message": v.render(), "field": v.path} for v in verdict.denials
+            ]
+            response["status"] = {
+                "code": verdict.http_code,
+                "reason": "Forbidden" if verdict.http_code == 403 else "Invalid",
+                "message": verdict.message(),
+                "details": {"causes": causes},
+            }
+            log.info(
+                "event=job_denied uid=%s job=%s/%s rules=%s",
+                admission.get("uid"),
+                admission.get("namespace"),
+                admission.get("name") or _job_name(job),
+                ",".join(sorted({v.rule for v in verdict.denials})),
+            )
+            return response, "denied"
+        return response, "warned" if verdict.warnings else "allowed"
+
+    async def _mutate(self, admission: AdmissionRequest) -> tuple[AdmissionResponse, str]:
+        job = admission.get("object") or {}
+        try:
+            view = read_job(job, self.settings)
+            ops = mutate_view(view)
+            patch = encode_patch(ops) if ops else None
+        except Exception:
+            log.exception("event=mutation_failed uid=%s", admission.get("uid"))
+            return {"allowed": True}, "error"
+        if admission.get("operation") == "CREATE":
+            await self._ensure_configmap(admission, view)
+        response: AdmissionResponse = {"allowed": True}
+        if patch is not None:
+            response["patch"] = patch
+            response["patchType"] = "JSONPatch"
+            return response, "patched"
+        return response, "allowed"
+
+    async def _ensure_configmap(self, admission: AdmissionRequest, view: JobView) -> None:
+        """Create the rank-table ConfigMap, bounded in time; the controller creates it later if this fails."""
+        if view.profile is None or view.configmap_name is None:
+            return
+        if admission.get("dryRun"):
+            self.metrics.configmap_creates.labels("skipped_dry_run").inc()
+            return
+        if self.configmaps is None:
+            self.metrics.configmap_creates.labels("skipped_no_api").inc()
+            log.warning("event=configmap_skipped reason=no_api_server configmap=%s", view.configmap_name)
+            return
+        try:
+            body = _initial_configmap(view, admission, self.settings)
+        except Exception:
+            log.exception("event=configmap_body_failed configmap=%s", view.configmap_name)
+            self.metrics.configmap_creates.labels("error").inc()
+            return
+        task = asyncio.create_task(self.configmaps.ensure_configmap(body))
+        self._background.add(task)
+        task.add_done_callback(self._configmap_done(view.configmap_name, body))
+        done, _ = await asyncio.wait({task}, timeout=self.settings.configmap_create_timeout_s)
+        if not done:
+            # Keep it running: a slow API server still gets the ConfigMap, admission does not wait for it.
+            self.metrics.configmap_creates.labels("timeout").inc()
+            log.warning(
+                "event=configmap_create_slow configmap=%s timeout_s=%s",
+                view.configmap_name,
+                self.settings.configmap_create_timeout_s,
+            )
+
+    def _configmap_done(self, name: str, body: Mapping[str, Any]) -> Callable[[asyncio.Task[Any]], None]:
+        namespace = (body.get("metadata") or {}).get("namespace")
+
+        def done(task: asyncio.Task[Any]) -> None:
+            self._background.discard(task)
+            if task.cancelled():
+                self.metrics.configmap_creates.labels("cancelled").inc()
+                return
+            exc = task.exception()
+            if exc is not None:
+                self.metrics.configmap_creates.labels("error").inc()
+                log.warning("event=configmap_create_failed configmap=%s/%s error=%r", namespace, name, exc)
+                return
+            outcome = str(task.result())
+            self.metrics.configmap_creates.labels(outcome).inc()
+            log.info("event=configmap_%s configmap=%s/%s", outcome, namespace, name)
+
+        return done
+
+    async def healthz(self, request: web.Request) -> web.Response:
+        """GET /healthz: the process answers."""
+        return web.Response(text="ok")
+
+    async def readyz(self, request: web.Request) -> web.Response:
+        """GET /readyz: ready only with a loaded serving certificate."""
+        if self.certificates is None or not self.certificates.loaded:
+            return web.Response(status=503, text="no serving certificate loaded")
+        return web.Response(text="ok")
+
+    async def metrics_page(self, request: web.Request) -> web.Response:
+        """GET /metrics: Prometheus text format."""
+        return web.Response(body=generate_latest(self.metrics.registry), headers={"Content-Type": CONTENT_TYPE_LATEST})
+
+    async def drain(self) -> None:
+        """Wait briefly for background ConfigMap creations (on shutdown)."""
+        if self._background:
+            await asyncio.wait(set(self._background), timeout=self.settings.configmap_create_timeout_s)
+
+
+def _job_name(job: Mapping[str, Any]) -> Any:
+    metadata = job.get("metadata")
+    return metadata.get("name") if isinstance(metadata, Mapping) else None
+
+
+def _initial_configmap(view: JobView, admission: AdmissionRequest, settings: Settings) -> dict[str, Any]:
+    from webhook.rank_configmap import initial_configmap
+
+    assert view.profile is not None
+    job = dict(view.job)
+    metadata = dict(view.job.get("metadata") or {})
+    if not metadata.get("namespace") and admission.get("namespace"):
+        # Objects created with `kubectl create -n NS` may omit metadata.namespace; the request carries it.
+        metadata["namespace"] = admission.get("namespace")
+    job["metadata"] = metadata
+    return initial_configmap(job, view.profile, settings)
+
+
+HANDLERS_KEY = web.AppKey("admission_handlers", AdmissionHandlers)
+
+
+def admission_app(
+    settings: Settings,
+    metrics: Metrics,
+    *,
+    configmaps: ConfigMapWriter | None,
+    certificates: ServingCertificates | None,
+) -> web.Application:
+    """The admission aiohttp application: /jobs/validate, /jobs/mutate, /healthz, /readyz, /metrics."""
+    handlers = AdmissionHandlers(settings, metrics, configmaps, certificates)
+    app = web.Application(client_max_size=MAX_BODY_BYTES)
+    app[HANDLERS_KEY] = handlers
+    app.router.add_post("/jobs/validate", handlers.validate)
+    app.router.add_post("/jobs/mutate", handlers.mutate)
+    app.router.add_get("/healthz", handlers.healthz)
+    app.router.add_get("/readyz", handlers.readyz)
+    app.router.add_get("/metrics", handlers.metrics_page)
+
+    async def drain(_: web.Application) -> None:
+        await handlers.drain()
+
+    app.on_shutdown.append(drain)
+    return app
+
+
+__all__ = [
+    "HANDLERS_KEY",
+    "MAX_BODY_BYTES",
+    "AdmissionHandlers",
+    "BadReviewError",
+    "ConfigMapWriter",
+    "admission_app",
+    "parse_review",
+]
