@@ -15,11 +15,63 @@ from planner._model import (
     Topology,
 )
 
-# -- placement and topology sources (planner/_placement.py, planner/_topology_sources.py) --
-# -- rank-table formats (planner/_ranktable.py) --
+# -- placement, topology sources and rank-table formats (planner/_placement.py, _topology_sources.py, _ranktable.py) --
+from planner._placement import (
+    PlacementProblem,
+    PlacementReadout,
+    load_kube_objects,
+    placement_from_pods,
+    read_placement,
+)
+from planner._ranktable import (
+    INITIALIZING_RANK_TABLE,
+    RankTable,
+    RankTableDevice,
+    RankTableServer,
+    build_rank_table,
+    parse_rank_table,
+    render_rank_table,
+    render_ranks_env,
+)
+from planner._topology_sources import (
+    DEFAULT_LABEL_KEYS,
+    dump_topology_file,
+    generate_topology,
+    load_topology_file,
+    nodes_for_topology,
+    topology_for_placement,
+    topology_from_hypernodes,
+    topology_from_nodes,
+    topology_from_tor_configmap,
+)
+
 # -- planning, routes and simulation (planner/_plan.py, _ring.py, _hd.py, _routes.py, _simulate.py) --
 
 __all__ = [
+    # planner-io
+    "DEFAULT_LABEL_KEYS",
+    "INITIALIZING_RANK_TABLE",
+    "PlacementProblem",
+    "PlacementReadout",
+    "RankTable",
+    "RankTableDevice",
+    "RankTableServer",
+    "build_rank_table",
+    "dump_topology_file",
+    "generate_topology",
+    "load_kube_objects",
+    "load_topology_file",
+    "nodes_for_topology",
+    "parse_rank_table",
+    "placement_from_pods",
+    "read_placement",
+    "render_rank_table",
+    "render_ranks_env",
+    "topology_for_placement",
+    "topology_from_hypernodes",
+    "topology_from_nodes",
+    "topology_from_tor_configmap",
+    # shared model
     "Device",
     "InputError",
     "PlacementError",
