@@ -1,0 +1,236 @@
+"""What the rendered objects promise: security settings, webhook rules, RBAC, wiring between objects."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import yaml
+
+from tests.manifests.conftest import one
+from webhook.settings import RING_LABEL, settings_from_mapping
+
+NAMESPACE = "ringroute-system"
+SERVICE_ACCOUNT = "ringroute"
+SECRET = "ringroute-webhook-tls"
+
+Grant = tuple[str, str, str, str, str]
+"""(scope, apiGroup, resource, verb, resourceName or "*")."""
+
+CORE_GRANTS: set[Grant] = {
+    *{("cluster", "batch.volcano.sh", "jobs", v, "*") for v in ("list", "watch")},
+    *{("cluster", "", r, v, "*") for r in ("pods", "nodes") for v in ("list", "watch")},
+    *{("cluster", "topology.volcano.sh", "hypernodes", v, "*") for v in ("list", "watch")},
+    *{("cluster", "", "configmaps", v, "*") for v in ("get", "create", "update", "patch", "delete")},
+    ("cluster", "", "events", "create", "*"),
+    ("cluster", "events.k8s.io", "events", "create", "*"),
+    *{(NAMESPACE, "coordination.k8s.io", "leases", v, "*") for v in ("get", "create", "update")},
+}
+SELF_SIGNED_GRANTS: set[Grant] = {
+    (NAMESPACE, "", "secrets", "get", SECRET),
+    (NAMESPACE, "", "secrets", "update", SECRET),
+    (NAMESPACE, "", "secrets", "create", "*"),
+    *{
+        ("cluster", "admissionregistration.k8s.io", r, v, "ringroute")
+        for r in ("mutatingwebhookconfigurations", "validatingwebhookconfigurations")
+        for v in ("get", "patch")
+    },
+}
+
+
+def pod_spec(objects: list[dict[str, Any]]) -> dict[str, Any]:
+    spec: dict[str, Any] = one(objects, "Deployment", "ringroute")["spec"]["template"]["spec"]
+    return spec
+
+
+def container(objects: list[dict[str, Any]]) -> dict[str, Any]:
+    containers = pod_spec(objects)["containers"]
+    assert len(containers) == 1
+    return dict(containers[0])
+
+
+def grants_of_service_account(objects: list[dict[str, Any]]) -> set[Grant]:
+    roles = {(o["kind"], o["metadata"].get("namespace"), o["metadata"]["name"]): o for o in objects}
+    grants: set[Grant] = set()
+    for binding in objects:
+        if binding["kind"] not in ("RoleBinding", "ClusterRoleBinding"):
+            continue
+        subjects = binding["subjects"]
+        assert subjects == [{"kind": "ServiceAccount", "name": SERVICE_ACCOUNT, "namespace": NAMESPACE}]
+        ref = binding["roleRef"]
+        role_namespace = binding["metadata"].get("namespace") if ref["kind"] == "Role" else None
+        role = roles[(ref["kind"], role_namespace, ref["name"])]
+        scope = binding["metadata"].get("namespace", "cluster")
+        for rule in role["rules"]:
+            names = rule.get("resourceNames", ["*"])
+            for group in rule["apiGroups"]:
+                for resource in rule["resources"]:
+                    for verb in rule["verbs"]:
+                        for name in names:
+                            grants.add((scope, group, resource, verb, name))
+    return grants
+
+
+def test_rbac_grants_exactly_what_ringroute_uses(objects: list[dict[str, Any]], variant: str) -> None:
+    expected = CORE_GRANTS | (SELF_SIGNED_GRANTS if variant == "self-signed" else set())
+    assert grants_of_service_account(objects) == expected
+
+
+def test_every_role_is_bound_and_nothing_uses_wildcards_or_escalation(objects: list[dict[str, Any]]) -> None:
+    roles = [o for o in objects if o["kind"] in ("Role", "ClusterRole")]
+    bound = {(b["roleRef"]["kind"], b["roleRef"]["name"]) for b in objects if b["kind"].endswith("RoleBinding")}
+    assert {(r["kind"], r["metadata"]["name"]) for r in roles} == bound
+    for role in roles:
+        for rule in role["rules"]:
+            values = [*rule["apiGroups"], *rule["resources"], *rule["verbs"]]
+            assert "*" not in values, role["metadata"]["name"]
+            assert not {"escalate", "bind", "impersonate"} & set(rule["verbs"])
+
+
+def test_deployment_runs_three_spread_replicas_guarded_by_a_disruption_budget(objects: list[dict[str, Any]]) -> None:
+    deployment = one(objects, "Deployment", "ringroute")
+    assert deployment["spec"]["replicas"] == 3
+    selector = deployment["spec"]["selector"]["matchLabels"]
+    assert selector.items() <= deployment["spec"]["template"]["metadata"]["labels"].items()
+    terms = pod_spec(objects)["affinity"]["podAntiAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"]
+    assert terms[0]["podAffinityTerm"]["topologyKey"] == "kubernetes.io/hostname"
+    assert terms[0]["podAffinityTerm"]["labelSelector"]["matchLabels"] == selector
+    pdb = one(objects, "PodDisruptionBudget")
+    assert pdb["spec"]["selector"]["matchLabels"] == selector
+    assert 1 <= pdb["spec"]["minAvailable"] < deployment["spec"]["replicas"]
+
+
+def test_pod_is_non_root_read_only_without_capabilities_and_confined_by_seccomp(
+    objects: list[dict[str, Any]],
+) -> None:
+    pod_security = pod_spec(objects)["securityContext"]
+    assert pod_security["runAsNonRoot"] is True
+    assert pod_security["runAsUser"] > 0
+    assert pod_security["seccompProfile"] == {"type": "RuntimeDefault"}
+    security = container(objects)["securityContext"]
+    assert security["readOnlyRootFilesystem"] is True
+    assert security["allowPrivilegeEscalation"] is False
+    assert security["capabilities"] == {"drop": ["ALL"]}
+    assert security["seccompProfile"] == {"type": "RuntimeDefault"}
+    assert security.get("privileged", False) is False
+    resources = container(objects)["resources"]
+    assert {"cpu", "memory"} <= set(resources["requests"])
+    assert "memory" in resources["limits"]
+    namespace = one(objects, "Namespace", NAMESPACE)
+    assert namespace["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] == "restricted"
+
+
+def test_probes_hit_healthz_and_readyz_over_https_on_the_webhook_port(objects: list[dict[str, Any]]) -> None:
+    c = container(objects)
+    ports = {p["name"]: p["containerPort"] for p in c["ports"]}
+    assert ports == {"https": 9443, "extender": 8888}
+    assert c["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "https", "scheme": "HTTPS"}
+    assert c["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "https", "scheme": "HTTPS"}
+
+
+def test_services_route_443_to_the_webhook_and_8888_to_the_extender(objects: list[dict[str, Any]]) -> None:
+    pod_labels = one(objects, "Deployment")["spec"]["template"]["metadata"]["labels"]
+    webhook = one(objects, "Service", "ringroute-webhook")
+    extender = one(objects, "Service", "ringroute-extender")
+    for service in (webhook, extender):
+        assert service["spec"]["selector"].items() <= pod_labels.items()
+    assert [(p["port"], p["targetPort"]) for p in webhook["spec"]["ports"]] == [(443, "https")]
+    assert [(p["port"], p["targetPort"]) for p in extender["spec"]["ports"]] == [(8888, "extender")]
+
+
+def test_container_args_point_at_the_mounted_certificates_and_settings(objects: list[dict[str, Any]]) -> None:
+    c = container(objects)
+    args = dict(a.removeprefix("--").split("=", 1) for a in c["args"])
+    assert args["listen"] == "0.0.0.0:9443"
+    mounts = {m["mountPath"]: m for m in c["volumeMounts"]}
+    volumes = {v["name"]: v for v in pod_spec(objects)["volumes"]}
+    assert args["cert-dir"] in mounts
+    assert args["config"] in mounts
+    settings_volume = volumes[mounts[args["config"]]["name"]]
+    assert settings_volume["configMap"]["name"] == "ringroute-settings"
+    assert mounts[args["config"]]["subPath"] == "config.yaml"
+    assert mounts["/tmp"]["name"] in volumes  # writable scratch space on a read-only root filesystem
+    tls_volume = volumes[mounts[args["cert-dir"]]["name"]]
+    if "self-signed-secret" in args:
+        assert args["self-signed-secret"] == f"{NAMESPACE}/{SECRET}"
+        assert "emptyDir" in tls_volume
+        assert "secret" not in tls_volume
+        assert mounts[args["cert-dir"]]["readOnly"] is False
+    else:
+        assert tls_volume["secret"]["secretName"] == SECRET
+        assert mounts[args["cert-dir"]]["readOnly"] is True
+
+
+def test_cert_manager_overlay_issues_the_secret_the_deployment_mounts(renders: dict[str, list[dict[str, Any]]]) -> None:
+    objects = renders["cert-manager"]
+    certificate = one(objects, "Certificate", "ringroute-webhook")
+    volumes = {v["name"]: v for v in pod_spec(objects)["volumes"]}
+    assert volumes["tls"]["secret"]["secretName"] == certificate["spec"]["secretName"] == SECRET
+    for kind in ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"):
+        annotations = one(objects, kind, "ringroute")["metadata"]["annotations"]
+        assert annotations["cert-manager.io/inject-ca-from"] == f"{NAMESPACE}/ringroute-webhook"
+
+
+def test_settings_config_map_is_a_valid_settings_file_for_this_namespace(objects: list[dict[str, Any]]) -> None:
+    data = one(objects, "ConfigMap", "ringroute-settings")["data"]["config.yaml"]
+    settings = settings_from_mapping(yaml.safe_load(data))
+    assert settings.controller.lease_namespace == NAMESPACE
+    assert settings.extender.listen.endswith(":8888")
+
+
+def webhook(objects: list[dict[str, Any]], kind: str) -> dict[str, Any]:
+    configuration = one(objects, kind, "ringroute")
+    assert len(configuration["webhooks"]) == 1
+    return dict(configuration["webhooks"][0])
+
+
+def test_both_webhooks_intercept_labelled_volcano_jobs_outside_system_namespaces(
+    objects: list[dict[str, Any]],
+) -> None:
+    for kind, path in (
+        ("MutatingWebhookConfiguration", "/jobs/mutate"),
+        ("ValidatingWebhookConfiguration", "/jobs/validate"),
+    ):
+        hook = webhook(objects, kind)
+        assert hook["admissionReviewVersions"] == ["v1"]
+        assert hook["timeoutSeconds"] == 5
+        assert hook["clientConfig"]["service"] == {
+            "name": "ringroute-webhook",
+            "namespace": NAMESPACE,
+            "path": path,
+            "port": 443,
+        }
+        assert hook["rules"] == [
+            {
+                "apiGroups": ["batch.volcano.sh"],
+                "apiVersions": ["v1alpha1"],
+                "operations": ["CREATE", "UPDATE"],
+                "resources": ["jobs"],
+                "scope": "Namespaced",
+            }
+        ]
+        assert hook["objectSelector"] == {"matchExpressions": [{"key": RING_LABEL, "operator": "Exists"}]}
+        excluded = hook["namespaceSelector"]["matchExpressions"]
+        assert excluded == [
+            {"key": "kubernetes.io/metadata.name", "operator": "NotIn", "values": ["kube-system", NAMESPACE]}
+        ]
+
+
+def test_mutation_has_side_effects_only_off_dry_run_and_is_reinvoked(objects: list[dict[str, Any]]) -> None:
+    hook = webhook(objects, "MutatingWebhookConfiguration")
+    assert hook["sideEffects"] == "NoneOnDryRun"
+    assert hook["reinvocationPolicy"] == "IfNeeded"
+    assert hook["failurePolicy"] == "Fail"
+
+
+def test_validation_has_no_side_effects_and_fails_closed(objects: list[dict[str, Any]]) -> None:
+    hook = webhook(objects, "ValidatingWebhookConfiguration")
+    assert hook["sideEffects"] == "None"
+    assert hook["failurePolicy"] == "Fail"
+
+
+def test_webhooks_target_the_service_that_exists(objects: list[dict[str, Any]]) -> None:
+    for kind in ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"):
+        target = webhook(objects, kind)["clientConfig"]["service"]
+        service = one(objects, "Service", target["name"])
+        assert service["metadata"]["namespace"] == target["namespace"]
+        assert target["port"] in [p["port"] for p in service["spec"]["ports"]]
