@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import copy
 import ssl
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 

@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
+from tests.webhook.conftest import container, load_example
 from webhook.policy import RULES, Violation, classify, judge, render, validate
 from webhook.settings import PolicySettings, Settings
-from tests.webhook.conftest import container, load_example
 
 Build = Callable[..., dict[str, Any]]
 

@@ -1,0 +1,387 @@
+"""Mutation: every emitted patch applies to the original, yields a schema-valid Volcano Job whose pod
+templates are valid Kubernetes pod templates, injects what the job lacks, and is idempotent."""
+
+from __future__ import annotations
+
+import base64
+import copy
+import json
+from collections.abc import Callable
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import pytest
+import referencing
+import yaml
+from hypothesis import HealthCheck, given
+from hypothesis import settings as hypothesis_settings
+from hypothesis import strategies as st
+
+from tests.webhook.conftest import apply_ops, container, load_example
+from webhook.mutation import LAUNCHER_KEY, PatchOp, encode_patch, injected_items, mutate, pointer
+from webhook.policy import validate
+from webhook.settings import INJECTED_ANNOTATION, Settings
+
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLES = sorted(p.name for p in (ROOT / "examples" / "jobs").glob("*.yaml"))
+Build = Callable[..., dict[str, Any]]
+
+
+@pytest.fixture(scope="module")
+def volcano_job_schema() -> jsonschema.Draft202012Validator:
+    crd = yaml.safe_load((ROOT / "tests" / "data" / "schemas" / "batch.volcano.sh_jobs.yaml").read_text())
+    [version] = [v for v in crd["spec"]["versions"] if v["name"] == "v1alpha1"]
+    return jsonschema.Draft202012Validator(version["schema"]["openAPIV3Schema"])
+
+
+@pytest.fixture(scope="module")
+def pod_template_schema() -> jsonschema.Draft202012Validator:
+    """Kubernetes' own PodTemplateSpec schema (strict: unknown fields are errors), from kubernetes-validate."""
+    kv = pytest.importorskip("kubernetes_validate")
+    base = resources.files(kv) / "kubernetes-json-schema"
+    folder = sorted(p.name for p in base.iterdir() if p.name.endswith("-local-strict"))[-1]
+    schema = json.loads((base / folder / "podtemplatespec-v1.json").read_text())
+    definitions = json.loads((base / folder / "_definitions.json").read_text())
+    registry: referencing.Registry[Any] = referencing.Resource.from_contents(definitions) @ referencing.Registry()
+    registry = referencing.Resource.from_contents(schema) @ registry
+    return jsonschema.Draft202012Validator(schema, registry=registry)
+
+
+def check_schemas(
+    job: dict[str, Any], crd: jsonschema.Draft202012Validator, pod: jsonschema.Draft202012Validator
+) -> None:
+    errors = [f"{'/'.join(map(str, e.absolute_path))}: {e.message}" for e in crd.iter_errors(job)]
+    for task in job["spec"]["tasks"]:
+        errors += [
+            f"template/{'/'.join(map(str, e.absolute_path))}: {e.message}" for e in pod.iter_errors(task["template"])
+        ]
+    assert errors == []
+
+
+def bare_job() -> dict[str, Any]:
+    """A labelled NPU job with nothing but the essentials: no env, no volumes, no affinity, no task label."""
+    return {
+        "apiVersion": "batch.volcano.sh/v1alpha1",
+        "kind": "Job",
+        "metadata": {"name": "bare", "namespace": "default", "labels": {"ring-controller.cce": "ascend-1980"}},
+        "spec": {
+            "minAvailable": 3,
+            "tasks": [
+                {
+                    "name": "worker",
+                    "replicas": 3,
+                    "template": {
+                        "spec": {
+                            "containers": [
+                                {
+                                    "name": "train",
+                                    "image": "train:v1",
+                                    "command": ["python", "train.py"],
+                                    "resources": {"limits": {"huawei.com/ascend-1980": "8"}},
+                                }
+                            ]
+                        }
+                    },
+                }
+            ],
+        },
+    }
+
+
+def test_the_documented_job_gets_the_rank_table_configmap_and_env(
+    documented_job: dict[str, Any], settings: Settings
+) -> None:
+    ops = mutate(documented_job, settings)
+    mutated = apply_ops(documented_job, ops)
+    spec = mutated["spec"]["tasks"][0]["template"]["spec"]
+    assert {"name": "ringroute-config", "configMap": {"name": "configmap1980-bert-single"}} in spec["volumes"]
+    assert {"name": "ringroute-config", "mountPath": "/user/config"} in container(mutated)["volumeMounts"]
+    env = {e["name"]: e for e in container(mutated)["env"]}
+    assert env["RANK_TABLE_FILE"]["value"] == "/user/config/jobstart_hccl.json"
+    assert env["POD_NAME"]["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.name"
+    assert env["POD_IP"]["valueFrom"]["fieldRef"]["fieldPath"] == "status.podIP"
+    assert env["HOST_IP"]["valueFrom"]["fieldRef"]["fieldPath"] == "status.hostIP"
+    # the job already had drivers, nodeSelector, anti-affinity, task label and scheduler: nothing else is added
+    assert mutated["metadata"]["annotations"][INJECTED_ANNOTATION] == "configmap-volume,env"
+    assert injected_items(ops) == ["configmap-volume", "env"]
+    assert container(mutated)["command"] == container(documented_job)["command"]
+
+
+def test_every_op_is_an_add_computed_against_the_original(documented_job: dict[str, Any], settings: Settings) -> None:
+    ops = mutate(documented_job, settings)
+    assert ops
+    assert {op.op for op in ops} == {"add"}
+    assert [op.to_json() for op in ops] == json.loads(base64.b64decode(encode_patch(ops)))
+
+
+def test_a_bare_job_gets_everything_it_lacks(settings: Settings) -> None:
+    job = bare_job()
+    mutated = apply_ops(job, mutate(job, settings))
+    template = mutated["spec"]["tasks"][0]["template"]
+    spec = template["spec"]
+    assert template["metadata"]["labels"] == {"ring-controller.cce": "ascend-1980"}
+    assert spec["nodeSelector"] == {"accelerator/huawei-npu": "ascend-1980"}
+    [term] = spec["affinity"]["podAntiAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+    assert term["topologyKey"] == "kubernetes.io/hostname"
+    assert term["labelSelector"]["matchExpressions"][0]["values"] == ["bare"]
+    assert sorted(v["name"] for v in spec["volumes"]) == [
+        "ascend-add-ons",
+        "ascend-driver",
+        "hccn",
+        "localtime",
+        "npu-smi",
+        "ringroute-config",
+    ]
+    mounts = {m["mountPath"] for m in container(mutated)["volumeMounts"]}
+    assert mounts == {
+        "/user/config",
+        "/usr/local/Ascend/driver",
+        "/usr/local/Ascend/add-ons",
+        "/etc/localtime",
+        "/etc/hccn.conf",
+        "/usr/local/sbin/npu-smi",
+    }
+    assert mutated["spec"]["schedulerName"] == "volcano"
+    assert mutated["metadata"]["annotations"][INJECTED_ANNOTATION] == (
+        "anti-affinity,configmap-volume,driver-volumes,env,node-selector,scheduler-name,task-label"
+    )
+    assert validate(mutated, None, settings) == []
+
+
+def test_route_planned_commands_are_wrapped_by_the_launcher(
+    distributed_job: dict[str, Any], settings: Settings
+) -> None:
+    original = list(container(distributed_job)["command"])
+    mutated = apply_ops(distributed_job, mutate(distributed_job, settings))
+    assert container(mutated)["command"] == ["/bin/sh", f"/user/config/{LAUNCHER_KEY}", "--", *original]
+    assert "launcher" in mutated["metadata"]["annotations"][INJECTED_ANNOTATION].split(",")
+
+
+def test_launcher_opt_out_annotation_leaves_the_command_alone(
+    distributed_job: dict[str, Any], settings: Settings
+) -> None:
+    distributed_job["metadata"]["annotations"] = {"ringroute.io/launcher": "false"}
+    mutated = apply_ops(distributed_job, mutate(distributed_job, settings))
+    assert container(mutated)["command"] == container(distributed_job)["command"]
+
+
+def test_containers_without_a_command_are_not_wrapped(distributed_job: dict[str, Any], settings: Settings) -> None:
+    del container(distributed_job)["command"]
+    mutated = apply_ops(distributed_job, mutate(distributed_job, settings))
+    assert "command" not in container(mutated)
+
+
+def test_launcher_key_matches_the_rank_configmap_module() -> None:
+    rank_configmap = pytest.importorskip("webhook.rank_configmap")
+    assert rank_configmap.LAUNCHER_KEY == LAUNCHER_KEY
+
+
+@pytest.mark.parametrize("example", EXAMPLES)
+def test_patched_examples_are_valid_volcano_jobs_and_pod_templates(
+    example: str,
+    settings: Settings,
+    volcano_job_schema: jsonschema.Draft202012Validator,
+    pod_template_schema: jsonschema.Draft202012Validator,
+) -> None:
+    job = load_example(example)
+    mutated = apply_ops(job, mutate(job, settings))
+    check_schemas(mutated, volcano_job_schema, pod_template_schema)
+
+
+def test_schema_check_catches_a_misplaced_field(
+    documented_job: dict[str, Any],
+    volcano_job_schema: jsonschema.Draft202012Validator,
+    pod_template_schema: jsonschema.Draft202012Validator,
+) -> None:
+    container(documented_job)["volumeMounts"].append({"name": "x", "mountPath": 3, "subpath": "a"})
+    with pytest.raises(AssertionError, match="mountPath"):
+        check_schemas(documented_job, volcano_job_schema, pod_template_schema)
+
+
+@pytest.mark.parametrize("example", EXAMPLES)
+def test_mutating_the_mutated_job_adds_nothing(example: str, settings: Settings) -> None:
+    job = load_example(example)
+    once = apply_ops(job, mutate(job, settings))
+    assert mutate(once, settings) == []
+
+
+def test_keys_with_slash_and_tilde_are_escaped(settings: Settings) -> None:
+    assert pointer("metadata", "annotations", "ringroute.io/injected") == "/metadata/annotations/ringroute.io~1injected"
+    assert pointer("a~b/c") == "/a~0b~1c"
+    job = bare_job()
+    job["metadata"]["annotations"] = {"team~x/y": "1"}
+    job["spec"]["tasks"][0]["template"]["spec"]["nodeSelector"] = {"zone/a~b": "z"}
+    ops = mutate(job, settings)
+    paths = [op.path for op in ops]
+    assert "/metadata/annotations/ringroute.io~1injected" in paths
+    assert "/spec/tasks/0/template/spec/nodeSelector/accelerator~1huawei-npu" in paths
+    mutated = apply_ops(job, ops)
+    assert mutated["metadata"]["annotations"]["team~x/y"] == "1"
+    assert mutated["spec"]["tasks"][0]["template"]["spec"]["nodeSelector"] == {
+        "zone/a~b": "z",
+        "accelerator/huawei-npu": "ascend-1980",
+    }
+
+
+def test_several_tasks_each_get_their_own_patch_and_cpu_tasks_are_left_alone(settings: Settings) -> None:
+    job = bare_job()
+    second = copy.deepcopy(job["spec"]["tasks"][0])
+    second["name"] = "worker-b"
+    cpu = {"name": "cpu", "replicas": 1, "template": {"spec": {"containers": [{"name": "c", "image": "x"}]}}}
+    job["spec"]["tasks"] += [cpu, second]
+    ops = mutate(job, settings)
+    assert not any(op.path.startswith("/spec/tasks/1/") for op in ops)
+    mutated = apply_ops(job, ops)
+    for index in (0, 2):
+        assert container(mutated, index)["env"][0]["name"] == "RANK_TABLE_FILE"
+    assert mutated["spec"]["tasks"][1] == cpu
+    assert mutate(mutated, settings) == []
+
+
+def test_init_containers_are_left_alone_unless_they_use_npus(settings: Settings) -> None:
+    job = bare_job()
+    spec = job["spec"]["tasks"][0]["template"]["spec"]
+    spec["initContainers"] = [
+        {"name": "fetch", "image": "busybox", "command": ["sh", "-c", "true"]},
+        {
+            "name": "warmup",
+            "image": "train:v1",
+            "command": ["warm"],
+            "resources": {"limits": {"huawei.com/ascend-1980": "8"}},
+        },
+    ]
+    container(job)["env"] = [{"name": "ROUTE_PLAN", "value": "true"}]
+    mutated = apply_ops(job, mutate(job, settings))
+    fetch, warmup = mutated["spec"]["tasks"][0]["template"]["spec"]["initContainers"]
+    assert fetch == spec["initContainers"][0]
+    assert {"name": "ringroute-config", "mountPath": "/user/config"} in warmup["volumeMounts"]
+    assert warmup["command"] == ["warm"]  # init containers run before the table completes: never wrapped
+    assert container(mutated)["command"][:2] == ["/bin/sh", "/user/config/ringroute-launcher.sh"]
+
+
+def test_an_existing_mount_of_the_configmap_is_reused(documented_job: dict[str, Any], settings: Settings) -> None:
+    spec = documented_job["spec"]["tasks"][0]["template"]["spec"]
+    spec["volumes"].append({"name": "ranktable", "configMap": {"name": "configmap1980-bert-single"}})
+    container(documented_job)["volumeMounts"].append({"name": "ranktable", "mountPath": "/opt/ranks"})
+    mutated = apply_ops(documented_job, mutate(documented_job, settings))
+    assert [v["name"] for v in mutated["spec"]["tasks"][0]["template"]["spec"]["volumes"]].count("ranktable") == 1
+    assert "ringroute-config" not in json.dumps(mutated)
+    env = {e["name"]: e for e in container(mutated)["env"]}
+    assert env["RANK_TABLE_FILE"]["value"] == "/opt/ranks/jobstart_hccl.json"
+
+
+def test_user_env_values_are_kept(documented_job: dict[str, Any], settings: Settings) -> None:
+    container(documented_job)["env"].append({"name": "POD_IP", "value": "fixed"})
+    mutated = apply_ops(documented_job, mutate(documented_job, settings))
+    assert [e for e in container(mutated)["env"] if e["name"] == "POD_IP"] == [{"name": "POD_IP", "value": "fixed"}]
+
+
+def test_a_volume_name_clash_gets_a_fresh_name(settings: Settings) -> None:
+    job = bare_job()
+    job["spec"]["tasks"][0]["template"]["spec"]["volumes"] = [{"name": "ringroute-config", "emptyDir": {}}]
+    mutated = apply_ops(job, mutate(job, settings))
+    names = [v["name"] for v in mutated["spec"]["tasks"][0]["template"]["spec"]["volumes"]]
+    assert "ringroute-config-2" in names
+    assert len(names) == len(set(names))
+    assert mutate(mutated, settings) == []
+
+
+def test_unknown_profiles_and_unnamed_jobs_are_not_mutated(documented_job: dict[str, Any], settings: Settings) -> None:
+    unknown = copy.deepcopy(documented_job)
+    unknown["metadata"]["labels"]["ring-controller.cce"] = "ascend-310"
+    assert mutate(unknown, settings) == []
+    del documented_job["metadata"]["name"]
+    documented_job["metadata"]["generateName"] = "bert-"
+    assert mutate(documented_job, settings) == []
+
+
+def test_previous_injections_are_kept_in_the_annotation(documented_job: dict[str, Any], settings: Settings) -> None:
+    documented_job["metadata"]["annotations"] = {INJECTED_ANNOTATION: "launcher"}
+    mutated = apply_ops(documented_job, mutate(documented_job, settings))
+    assert mutated["metadata"]["annotations"][INJECTED_ANNOTATION] == "configmap-volume,env,launcher"
+
+
+def test_patch_ops_serialise_as_rfc6902() -> None:
+    assert PatchOp("/a~1b", [1]).to_json() == {"op": "add", "path": "/a~1b", "value": [1]}
+
+
+# -- properties --------------------------------------------------------------------------------------------
+
+env_names = st.sampled_from(["RANK_TABLE_FILE", "POD_NAME", "POD_IP", "HOST_IP", "ROUTE_PLAN", "OTHER"])
+mount_paths = st.sampled_from(["/user/config", "/usr/local/Ascend/driver", "/etc/localtime", "/data", "/tmp/x"])
+volume_sources = st.sampled_from(
+    [
+        {"emptyDir": {}},
+        {"hostPath": {"path": "/usr/local/Ascend/driver"}},
+        {"configMap": {"name": "configmap1980-prop"}},
+        {"configMap": {"name": "other"}},
+    ]
+)
+
+
+@st.composite
+def npu_jobs(draw: st.DrawFn) -> dict[str, Any]:
+    volumes = draw(
+        st.lists(
+            st.tuples(st.sampled_from(["v1", "v2", "ringroute-config", "ascend-driver"]), volume_sources),
+            max_size=4,
+            unique_by=lambda t: t[0],
+        )
+    )
+    tasks = []
+    for t in range(draw(st.integers(1, 3))):
+        containers = []
+        for c in range(draw(st.integers(1, 2))):
+            container: dict[str, Any] = {"name": f"c{c}", "image": "img"}
+            if draw(st.booleans()):
+                container["resources"] = {"limits": {"huawei.com/ascend-1980": "8"}}
+            if draw(st.booleans()):
+                container["env"] = [
+                    {"name": n, "value": "true"} for n in draw(st.lists(env_names, max_size=3, unique=True))
+                ]
+            if draw(st.booleans()) and volumes:
+                paths = draw(st.lists(mount_paths, max_size=3, unique=True))
+                container["volumeMounts"] = [
+                    {"name": draw(st.sampled_from([v[0] for v in volumes])), "mountPath": p} for p in paths
+                ]
+            if draw(st.booleans()):
+                container["command"] = draw(
+                    st.lists(st.sampled_from(["python", "train.py", "/bin/sh"]), min_size=1, max_size=3)
+                )
+            containers.append(container)
+        spec: dict[str, Any] = {"containers": containers}
+        if draw(st.booleans()):
+            spec["volumes"] = [{"name": n, **src} for n, src in volumes]
+        if draw(st.booleans()):
+            spec["nodeSelector"] = draw(
+                st.dictionaries(st.sampled_from(["a/b", "accelerator/huawei-npu", "x~y"]), st.just("v"), max_size=2)
+            )
+        if draw(st.booleans()):
+            spec["affinity"] = draw(st.sampled_from([{}, {"podAntiAffinity": {}}, {"nodeAffinity": {}}]))
+        template: dict[str, Any] = {"spec": spec}
+        if draw(st.booleans()):
+            template["metadata"] = draw(st.sampled_from([{}, {"labels": {}}, {"labels": {"app": "x"}}]))
+        tasks.append({"name": f"t{t}", "replicas": draw(st.integers(0, 5)), "template": template})
+    metadata: dict[str, Any] = {"name": "prop", "labels": {"ring-controller.cce": "ascend-1980"}}
+    if draw(st.booleans()):
+        metadata["annotations"] = draw(
+            st.sampled_from([{}, {"ringroute.io/route-plan": "true"}, {"ringroute.io/launcher": "false"}])
+        )
+    spec_top: dict[str, Any] = {"tasks": tasks}
+    if draw(st.booleans()):
+        spec_top["schedulerName"] = draw(st.sampled_from(["", "volcano"]))
+    return {"apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job", "metadata": metadata, "spec": spec_top}
+
+
+@hypothesis_settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(npu_jobs())
+def test_mutation_is_idempotent_and_always_applies(job: dict[str, Any]) -> None:
+    settings = Settings()
+    original = copy.deepcopy(job)
+    ops = mutate(job, settings)
+    assert job == original  # pure: the input is not modified
+    once = apply_ops(job, ops)
+    assert mutate(once, settings) == []
+    assert {op.op for op in ops} <= {"add"}
