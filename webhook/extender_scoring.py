@@ -478,8 +478,13 @@ def _job_uids_on(raw: Mapping[str, Any], job: str) -> frozenset[str]:
         task_job = task.get("Job")
         if task_job is None:
             task_job = field(task, "Job")
-        if task_job == job and task.get("Status") not in _GONE_STATUSES:
-            found.append(str(task.get("UID") or key))
+        if task_job != job:
+            continue
+        status = task.get("Status")
+        if status is None:
+            status = field(task, "Status")
+        if status not in _GONE_STATUSES:
+            found.append(str(field(task, "UID") or key))
     return frozenset(found)
 
 
@@ -499,7 +504,12 @@ def predicate_for(task: TaskView, node_raw: Any, state: ExtenderState) -> Predic
         raise PayloadError(f"node: expected a NodeInfo object, got {type(node_raw).__name__}")
     cards = node_cards(node_raw, task.profile.resource_name, "node")
     if task.job:
-        state.observe(task.job, cards.name, _job_uids_on(node_raw, task.job))
+        uids = _job_uids_on(node_raw, task.job)
+        state.observe(task.job, cards.name, uids)
+        if uids:
+            # Prioritize rarely sees this node again (it is full now), so learn its leaf here.
+            node = field(node_raw, "Node")
+            state.paths_of([(cards.name, node if isinstance(node, Mapping) else {})])
         state.maybe_prune()
     if not task.route_planned:
         return fits()
