@@ -49,7 +49,8 @@ def review(
 ) -> dict[str, Any]:
     """An AdmissionReview as the API server sends it."""
     group, version, plural = resource
-    name = job.get("metadata", {}).get("name", "") if isinstance(job, dict) else ""
+    metadata = job.get("metadata") if isinstance(job, dict) else None
+    name = metadata.get("name", "") if isinstance(metadata, dict) else ""
     return {
         "apiVersion": "admission.k8s.io/v1",
         "kind": "AdmissionReview",
