@@ -1,0 +1,268 @@
+"""`ringroute serve`: admission over TLS, the scheduler extender on its own port, and the rank-table controller.
+
+One process, or `--workers N` processes sharing the admission port (SO_REUSEPORT); only the first worker runs
+the extender and the controller. SIGTERM drains in-flight requests, releases the controller lease and exits.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import dataclasses
+import importlib
+import logging
+import multiprocessing
+import os
+import signal
+import socket
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from webhook.cli import CommandError
+
+log = logging.getLogger("ringroute.serve")
+
+SHUTDOWN_GRACE_S = 10.0
+"""In-flight requests get this long to finish after SIGTERM (the Pod's grace period is longer)."""
+
+
+@dataclass(frozen=True)
+class ServeOptions:
+    """Parsed `ringroute serve` flags (picklable, handed to worker processes)."""
+
+    host: str
+    port: int
+    cert_dir: Path
+    config: Path | None
+    kubeconfig: str | None
+    workers: int
+    controller: bool
+    extender: bool
+    extender_listen: str | None
+    self_signed_secret: str | None
+    log_level: str = "INFO"
+
+
+def register(subparsers: Any) -> None:
+    """Add `serve` to the `ringroute` parser."""
+    parser: argparse.ArgumentParser = subparsers.add_parser(
+        "serve",
+        help="run the admission webhook, scheduler extender and rank-table controller",
+        description=(
+            "Serve /jobs/validate and /jobs/mutate over TLS (>= 1.2) with the certificate pair in --cert-dir "
+            "(reloaded when it changes), the Volcano scheduler extender on its own port, and the rank-table "
+            "controller when an API server is reachable."
+        ),
+    )
+    parser.add_argument("--listen", default="0.0.0.0:9443", metavar="ADDR:PORT", help="admission address")
+    parser.add_argument("--cert-dir", required=True, type=Path, metavar="DIR", help="directory with tls.crt, tls.key")
+    parser.add_argument("--config", type=Path, metavar="FILE", help="settings YAML (the ringroute ConfigMap)")
+    parser.add_argument("--kubeconfig", metavar="FILE", help="kubeconfig (default: in-cluster, $KUBECONFIG)")
+    parser.add_argument("--workers", type=int, default=1, metavar="N", help="processes sharing the port")
+    parser.add_argument("--no-controller", action="store_true", help="do not run the rank-table controller")
+    parser.add_argument("--no-extender", action="store_true", help="do not serve the scheduler extender")
+    parser.add_argument("--extender-listen", metavar="ADDR:PORT", help="extender address (settings default)")
+    parser.add_argument(
+        "--self-signed-secret",
+        metavar="NAME",
+        help="keep a self-signed CA and serving pair in this Secret and patch caBundle into the webhooks",
+    )
+    parser.set_defaults(handler=_serve)
+
+
+def parse_address(text: str, flag: str) -> tuple[str, int]:
+    """`ADDR:PORT` (IPv6 as `[::1]:PORT`) -> (host, port); CommandError naming the flag."""
+    host, sep, port_text = text.rpartition(":")
+    if not sep or not port_text.isdigit() or not 0 <= int(port_text) <= 65535:
+        raise CommandError(f"{flag}: expected ADDR:PORT such as 0.0.0.0:9443 (got {text!r})")
+    return host.strip("[]") or "0.0.0.0", int(port_text)
+
+
+def _serve(args: argparse.Namespace) -> int:
+    host, port = parse_address(args.listen, "--listen")
+    if args.extender_listen is not None:
+        parse_address(args.extender_listen, "--extender-listen")
+    if args.workers < 1:
+        raise CommandError("--workers: must be at least 1")
+    if args.workers > 1 and port == 0:
+        raise CommandError("--workers: several workers need a fixed --listen port (not 0)")
+    if not args.cert_dir.is_dir():
+        raise CommandError(
+            f"--cert-dir: {args.cert_dir} is not a directory; create one with `ringroute certs generate --out DIR`"
+        )
+    options = ServeOptions(
+        host=host,
+        port=port,
+        cert_dir=args.cert_dir,
+        config=args.config,
+        kubeconfig=args.kubeconfig,
+        workers=args.workers,
+        controller=not args.no_controller,
+        extender=not args.no_extender,
+        extender_listen=args.extender_listen,
+        self_signed_secret=args.self_signed_secret,
+        log_level=args.log_level,
+    )
+    load_options_settings(options)  # fail fast, in the parent, on a bad settings file
+    if options.workers == 1:
+        return asyncio.run(run_worker(options, primary=True))
+    return _run_workers(options)
+
+
+def load_options_settings(options: ServeOptions) -> Any:
+    """The settings tree from --config plus the flags that override it."""
+    from webhook.settings import SettingsError, load_settings
+
+    try:
+        settings = load_settings(options.config)
+    except SettingsError as exc:
+        raise CommandError(str(exc)) from exc
+    controller = dataclasses.replace(settings.controller, enabled=settings.controller.enabled and options.controller)
+    extender = dataclasses.replace(
+        settings.extender,
+        enabled=settings.extender.enabled and options.extender,
+        listen=options.extender_listen or settings.extender.listen,
+    )
+    return dataclasses.replace(settings, controller=controller, extender=extender)
+
+
+def _worker_main(options: ServeOptions, primary: bool) -> None:
+    logging.basicConfig(level=options.log_level.upper(), format="%(message)s")
+    raise SystemExit(asyncio.run(run_worker(options, primary=primary)))
+
+
+def _run_workers(options: ServeOptions) -> int:
+    context = multiprocessing.get_context("spawn")
+    workers = [
+        context.Process(target=_worker_main, args=(options, i == 0), name=f"ringroute-worker-{i}", daemon=False)
+        for i in range(options.workers)
+    ]
+    for worker in workers:
+        worker.start()
+
+    def forward(signum: int, _frame: Any) -> None:
+        for worker in workers:
+            if worker.pid is not None and worker.is_alive():
+                os.kill(worker.pid, signum)
+
+    signal.signal(signal.SIGTERM, forward)
+    signal.signal(signal.SIGINT, forward)
+    status = 0
+    for worker in workers:
+        worker.join()
+        status = status or (worker.exitcode or 0)
+    return status
+
+
+async def _connect(options: ServeOptions) -> Any:
+    """An API client, or None (admission still runs; the ConfigMap is left to the controller)."""
+    try:
+        kube = importlib.import_module("webhook.kube")
+    except ModuleNotFoundError:
+        log.warning("event=no_api_server reason=kube_module_missing")
+        return None
+    try:
+        return await kube.connect(options.kubeconfig)
+    except Exception as exc:
+        if options.kubeconfig:
+            raise CommandError(f"--kubeconfig: {exc}") from exc
+        log.warning("event=no_api_server error=%r", exc)
+        return None
+
+
+async def run_worker(options: ServeOptions, *, primary: bool, stop: asyncio.Event | None = None) -> int:
+    """Serve until SIGTERM/SIGINT (or `stop`); the primary worker also runs the extender and the controller."""
+    from aiohttp import web
+
+    from certs import ServingCertificates
+    from webhook.metrics import Metrics
+    from webhook.server import ConfigMapWriter, admission_app
+
+    settings = load_options_settings(options)
+    stop = stop or asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        with contextlib.suppress(NotImplementedError, RuntimeError):
+            loop.add_signal_handler(signum, stop.set)
+
+    metrics = Metrics()
+    certificates = ServingCertificates(options.cert_dir)
+    if not certificates.loaded:
+        log.warning("event=no_certificate cert_dir=%s action=not_ready_until_tls_files_appear", options.cert_dir)
+    if options.self_signed_secret:
+        log.warning(
+            "event=self_signed_secret_unavailable secret=%s detail=%s",
+            options.self_signed_secret,
+            "self-managed certificates are not wired into serve yet; serving --cert-dir",
+        )
+
+    api = await _connect(options)
+    configmaps: ConfigMapWriter | None = None
+    if api is not None:
+        from webhook.kube import KubeRepository
+
+        configmaps = KubeRepository(api, metrics)
+    else:
+        log.warning("event=configmap_creation_disabled reason=no_api_server")
+
+    tasks: list[asyncio.Task[Any]] = [asyncio.create_task(certificates.watch(10.0), name="certificate-watch")]
+    runners: list[web.AppRunner] = []
+    admission = web.AppRunner(
+        admission_app(settings, metrics, configmaps=configmaps, certificates=certificates),
+        access_log=None,
+        shutdown_timeout=SHUTDOWN_GRACE_S,
+    )
+    await admission.setup()
+    runners.append(admission)
+    await web.TCPSite(
+        admission,
+        options.host,
+        options.port,
+        ssl_context=certificates.ssl_context(),
+        reuse_port=options.workers > 1,
+        backlog=1024,
+    ).start()
+    log.info("event=admission_listening address=%s:%d pid=%d", options.host, options.port, os.getpid())
+
+    if primary and settings.extender.enabled:
+        from webhook.extender import extender_app
+
+        ext_host, ext_port = parse_address(settings.extender.listen, "extender.listen")
+        extender = web.AppRunner(extender_app(settings, metrics), access_log=None)
+        await extender.setup()
+        runners.append(extender)
+        await web.TCPSite(extender, ext_host, ext_port).start()
+        log.info("event=extender_listening address=%s:%d", ext_host, ext_port)
+
+    if primary and settings.controller.enabled and api is not None:
+        try:
+            controller = importlib.import_module("webhook.controller")
+        except ModuleNotFoundError:
+            log.warning("event=controller_unavailable reason=module_missing")
+        else:
+            identity = f"{socket.gethostname()}-{os.getpid()}"
+            tasks.append(
+                asyncio.create_task(
+                    controller.run_controller(settings, api, metrics, identity=identity, stop=stop),
+                    name="controller",
+                )
+            )
+
+    await stop.wait()
+    log.info("event=shutting_down pid=%d", os.getpid())
+    for task in tasks:
+        if task.get_name() != "controller":
+            task.cancel()
+    # The controller returns on its own once `stop` is set (releasing its lease); give it the grace period.
+    await asyncio.wait(tasks, timeout=SHUTDOWN_GRACE_S)
+    for runner in runners:
+        await runner.cleanup()
+    if api is not None:
+        with contextlib.suppress(Exception):
+            await api.close()
+    return 0
+
+
+__all__ = ["ServeOptions", "load_options_settings", "parse_address", "register", "run_worker"]
