@@ -46,6 +46,9 @@ from planner._topology_sources import (
 )
 
 # -- planning, routes and simulation (planner/_plan.py, _ring.py, _hd.py, _routes.py, _simulate.py) --
+# isort: split
+from planner._baselines import BASELINES, baseline_order
+from planner._plan import STATUS_MESSAGES, PlanResult, plan_ranks
 
 __all__ = [
     # planner-io
@@ -71,6 +74,12 @@ __all__ = [
     "topology_from_hypernodes",
     "topology_from_nodes",
     "topology_from_tor_configmap",
+    # planner-core
+    "BASELINES",
+    "STATUS_MESSAGES",
+    "PlanResult",
+    "baseline_order",
+    "plan_ranks",
     # shared model
     "Device",
     "InputError",
