@@ -275,7 +275,7 @@ def read_placement(
     if facts:
         first_task = order_of_tasks[0]
         master = next((i for i, f in enumerate(facts) if f.task_name == first_task and f.task_index == 0), -1)
-        if master < 0 and not any(p.kind == "missing-pods" for p in problems):
+        if master < 0 and not problems:  # a pod with a problem may well be the master
             problems.append(
                 PlacementProblem(
                     "missing-master",
