@@ -219,15 +219,40 @@ def edge_colouring(left: np.ndarray, right: np.ndarray, colours: int | None = No
 # -- pinning -------------------------------------------------------------------------------------------------------
 
 
-def _chunk_ids(group: np.ndarray, size: int, priority: np.ndarray) -> np.ndarray:
-    """Vertex id of every edge when each group's edges are cut into chunks of `size` (priority edges first)."""
+def _chunk_ids(group: np.ndarray, size: np.ndarray, priority: np.ndarray) -> np.ndarray:
+    """Vertex id of every edge when each group's edges are cut into chunks of its `size` (priority edges first)."""
     order = np.lexsort((-priority, group))
     sorted_group = group[order]
     starts = np.flatnonzero(np.r_[True, sorted_group[1:] != sorted_group[:-1]])
     position = np.arange(group.size) - np.repeat(starts, np.diff(np.r_[starts, group.size]))
     chunk = np.empty(group.size, dtype=np.int64)
-    chunk[order] = position // size
+    chunk[order] = position // size[order]
     return group * (group.size + 1) + chunk
+
+
+def _repair(colour: np.ndarray, limit: np.ndarray, out_group: np.ndarray, in_group: np.ndarray) -> None:
+    """Move edges whose colour is not available at both ends (colour >= limit) to the least loaded valid colour.
+
+    Only fabrics whose switches differ in uplink count need this; with equal counts every colour is valid.
+    """
+    bad = np.flatnonzero(colour >= limit)
+    if not bad.size:
+        return
+    width = int(colour.max()) + 1
+    _, out_v = np.unique(out_group, return_inverse=True)
+    _, in_v = np.unique(in_group, return_inverse=True)
+    ok = colour < limit
+    out_load = np.zeros((out_v.max() + 1, width), dtype=np.int64)
+    in_load = np.zeros((in_v.max() + 1, width), dtype=np.int64)
+    np.add.at(out_load, (out_v[ok], colour[ok]), 1)
+    np.add.at(in_load, (in_v[ok], colour[ok]), 1)
+    for e in bad.tolist():
+        allowed = int(limit[e])
+        cost = np.maximum(out_load[out_v[e], :allowed], in_load[in_v[e], :allowed])
+        best = int(np.argmin(cost))
+        colour[e] = best
+        out_load[out_v[e], best] += 1
+        in_load[in_v[e], best] += 1
 
 
 def pin_routes(network: JobNetwork, flow_steps: Sequence[np.ndarray]) -> RoutePlan:
@@ -236,9 +261,42 @@ def pin_routes(network: JobNetwork, flow_steps: Sequence[np.ndarray]) -> RoutePl
     Steps are separate moments in time and are pinned independently (in one colouring of their disjoint union).
     With equal uplink counts per tier the result reaches the bound: `max_load == bound`.
     """
-    steps = tuple(_check_flows(network, s) for s in flow_steps)
+    all_steps = tuple(_check_flows(network, s) for s in flow_steps)
+    # Identical steps (the two halves of halving-doubling) are one set of connections: pin them once.
+    first_of: dict[tuple[tuple[int, ...], bytes], int] = {}
+    distinct_of: list[int] = []
+    for pairs in all_steps:
+        distinct_of.append(first_of.setdefault((pairs.shape, pairs.tobytes()), len(first_of)))
+    steps = tuple(all_steps[distinct_of.index(k)] for k in range(len(first_of)))
+    bound = max((lambda_star(network, s) for s in steps), default=1)
+    best: RoutePlan | None = None
+    # With oversubscribed spines the per-pod split of cross-pod flows over spines can miss the tier-2 bound;
+    # a few reshuffled attempts (seeded, so plans stay reproducible) usually find a plan that meets it.
+    attempts = 8 if network.listed_tiers == 2 else 1
+    rng = np.random.default_rng(0)
+    for attempt in range(attempts):
+        spines_out, cores_out = _pin_once(network, steps, rng if attempt else None)
+        spines_all = tuple(spines_out[k] for k in distinct_of)
+        cores_all = tuple(cores_out[k] for k in distinct_of)
+        plan = RoutePlan(network, all_steps, spines_all, cores_all, max_load=0, bound=bound)
+        max_load = 0
+        for pairs in steps:
+            if pairs.size:
+                loads = link_loads(network, pairs, "pinned", routes=plan)
+                max_load = max(max_load, round(float(loads.max())))
+        if best is None or max_load < best.max_load:
+            best = RoutePlan(network, all_steps, spines_all, cores_all, max_load=max_load, bound=bound)
+        if best.max_load <= bound:
+            break
+    assert best is not None
+    return best
+
+
+def _pin_once(
+    network: JobNetwork, steps: tuple[np.ndarray, ...], rng: np.random.Generator | None
+) -> tuple[list[np.ndarray], list[np.ndarray]]:
+    """One pinning of distinct steps: (spines, cores) per step; `rng` shuffles chunk membership."""
     nics, planes = network.nics, network.planes
-    spine_colours = int(network.leaf_uplinks.min())
     spines_out = [np.full((s.shape[0], nics), -1, dtype=np.int64) for s in steps]
     cores_out = [np.full((s.shape[0], nics), -1, dtype=np.int64) for s in steps]
 
@@ -257,42 +315,43 @@ def pin_routes(network: JobNetwork, flow_steps: Sequence[np.ndarray]) -> RoutePl
         s_id, p_id, d, src, dst, sw_a, sw_b = (x[cross] for x in (s_id, p_id, d, src, dst, sw_a, sw_b))
         pod_a, pod_b = network.server_pod[src], network.server_pod[dst]
         cross_pod = (pod_a != pod_b).astype(np.int64)
+        priority = cross_pod * (cross_pod.size + 1)
+        if rng is not None:
+            priority = priority + rng.permutation(cross_pod.size)
         switches = len(network.leaf_names) * planes
         out_group = s_id * switches + sw_a
         in_group = s_id * switches + sw_b
+        leaf_a, leaf_b = network.server_leaf[src], network.server_leaf[dst]
+        spine_limit = np.minimum(network.leaf_uplinks[leaf_a], network.leaf_uplinks[leaf_b])
         spine = edge_colouring(
-            _chunk_ids(out_group, spine_colours, cross_pod),
-            _chunk_ids(in_group, spine_colours, cross_pod),
-            spine_colours,
+            _chunk_ids(out_group, network.leaf_uplinks[leaf_a], priority),
+            _chunk_ids(in_group, network.leaf_uplinks[leaf_b], priority),
+            network.max_uplinks,
         )
+        _repair(spine, spine_limit, out_group, in_group)
         core = np.full(spine.size, -1, dtype=np.int64)
         if network.listed_tiers == 2 and cross_pod.any():
-            core_colours = int(network.pod_uplinks.min())
             up = np.flatnonzero(cross_pod)
             pods = len(network.pod_names)
             plane = d[up] if network.layout == "rail" else np.zeros(up.size, dtype=np.int64)
             spine_group = (s_id[up] * planes + plane) * network.max_uplinks + spine[up]
             out_group2 = spine_group * pods + pod_a[up]
             in_group2 = spine_group * pods + pod_b[up]
-            none = np.zeros(up.size, dtype=np.int64)
-            core[up] = edge_colouring(
-                _chunk_ids(out_group2, core_colours, none),
-                _chunk_ids(in_group2, core_colours, none),
-                core_colours,
+            v_a, v_b = network.pod_uplinks[pod_a[up]], network.pod_uplinks[pod_b[up]]
+            none = np.zeros(up.size, dtype=np.int64) if rng is None else rng.permutation(up.size)
+            core_up = edge_colouring(
+                _chunk_ids(out_group2, v_a, none),
+                _chunk_ids(in_group2, v_b, none),
+                network.max_pod_uplinks,
             )
+            _repair(core_up, np.minimum(v_a, v_b), out_group2, in_group2)
+            core[up] = core_up
         for i in range(len(steps)):
             mine = s_id == i
             spines_out[i][p_id[mine], d[mine]] = spine[mine]
             cores_out[i][p_id[mine], d[mine]] = core[mine]
 
-    bound = max((lambda_star(network, s) for s in steps), default=1)
-    partial = RoutePlan(network, steps, tuple(spines_out), tuple(cores_out), max_load=0, bound=bound)
-    max_load = 0
-    for pairs in steps:
-        if pairs.size:
-            loads = link_loads(network, pairs, "pinned", routes=partial)
-            max_load = max(max_load, round(float(loads.max())))
-    return RoutePlan(network, steps, tuple(spines_out), tuple(cores_out), max_load=max_load, bound=bound)
+    return spines_out, cores_out
 
 
 def _flat_pair_index(steps: Sequence[np.ndarray], nics: int) -> np.ndarray:
