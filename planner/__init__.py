@@ -50,6 +50,23 @@ from planner._topology_sources import (
 from planner._baselines import BASELINES, baseline_order
 from planner._plan import STATUS_MESSAGES, PlanResult, plan_ranks
 
+# -- network model, simulator and route pinning (planner-sim) --
+# isort: split
+from planner._network import JobNetwork, job_network
+from planner._plot import plot_link_loads
+from planner._routes import RoutePlan, RoutesFile, edge_colouring, pin_routes
+from planner._simulate import (
+    OrderEvaluation,
+    evaluate_order,
+    flow_rates,
+    halving_doubling_sizes,
+    halving_doubling_steps,
+    lambda_star,
+    link_loads,
+    max_min_rates,
+    ring_flows,
+)
+
 __all__ = [
     # planner-io
     "DEFAULT_LABEL_KEYS",
@@ -80,6 +97,23 @@ __all__ = [
     "PlanResult",
     "baseline_order",
     "plan_ranks",
+    # planner-sim
+    "JobNetwork",
+    "OrderEvaluation",
+    "RoutePlan",
+    "RoutesFile",
+    "edge_colouring",
+    "evaluate_order",
+    "flow_rates",
+    "halving_doubling_sizes",
+    "halving_doubling_steps",
+    "job_network",
+    "lambda_star",
+    "link_loads",
+    "max_min_rates",
+    "pin_routes",
+    "plot_link_loads",
+    "ring_flows",
     # shared model
     "Device",
     "InputError",

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -137,3 +139,14 @@ def test_bad_order_and_routing_are_rejected_with_the_argument_named() -> None:
         evaluate_order(net, [0, 1, 2, 3], routing="random")  # type: ignore[arg-type]
     with pytest.raises(InputError, match="qps"):
         evaluate_order(net, [0, 1, 2, 3], qps=0)
+
+
+def test_plot_link_loads_writes_a_png(tmp_path: Path) -> None:
+    from planner._plot import plot_link_loads
+
+    net = network(clos([2, 2, 2]))
+    flows = ring_flows(COLLIDING_RING)
+    before = link_loads(net, flows, "slice")[net.first_switch_link :]
+    after = link_loads(net, flows, "pinned", routes=pin_routes(net, [flows]))[net.first_switch_link :]
+    target = plot_link_loads(before, after, tmp_path / "loads.png", bound=1)
+    assert target.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
