@@ -17,6 +17,7 @@ import orjson
 
 from webhook.admission_types import JsonPatchOperation
 from webhook.policy.jobview import (
+    LAUNCHER_SCRIPT,
     ContainerView,
     JobView,
     TaskView,
@@ -30,7 +31,7 @@ from webhook.policy.jobview import (
 from webhook.policy.route_plan import HOSTNAME_KEY, has_hostname_anti_affinity
 from webhook.settings import INJECTED_ANNOTATION, RING_LABEL, AcceleratorProfile, Settings
 
-LAUNCHER_KEY = "ringroute-launcher.sh"
+LAUNCHER_KEY = LAUNCHER_SCRIPT
 """ConfigMap key of the launcher script (same as webhook.rank_configmap.LAUNCHER_KEY)."""
 CONFIG_VOLUME = "ringroute-config"
 """Name of the injected rank-table ConfigMap volume."""

@@ -410,3 +410,21 @@ def test_every_rule_has_a_distinct_name() -> None:
 )
 def test_malformed_jobs_never_raise(job: Any, settings: Settings) -> None:
     assert isinstance(validate(job, None, settings), list)
+
+
+@pytest.mark.parametrize("example", ["rejected-workdir-nfs.yaml", "rejected-two-nodes.yaml", "documented.yaml"])
+def test_validation_after_mutation_finds_what_it_found_before(example: str, settings: Settings) -> None:
+    from tests.webhook.conftest import apply_ops
+    from webhook.mutation import mutate
+
+    job = load_example(example)
+    mutated = apply_ops(job, mutate(job, settings))
+    assert [v.rule for v in validate(mutated, None, settings)] == [v.rule for v in validate(job, None, settings)]
+
+
+def test_a_launcher_wrapped_shell_command_is_still_checked_for_its_cd(settings: Settings) -> None:
+    job = load_example("rejected-workdir-nfs.yaml")
+    command = container(job)["command"]
+    container(job)["command"] = ["/bin/sh", "/user/config/ringroute-launcher.sh", "--", *command]
+    [violation] = validate(job, None, settings)
+    assert violation.path == "spec.tasks[0].template.spec.containers[0].command[5]"

@@ -21,6 +21,9 @@ from webhook.settings import (
 
 EMPTY: Mapping[str, Any] = {}
 
+LAUNCHER_SCRIPT = "ringroute-launcher.sh"
+"""File name (ConfigMap key) of the launcher that mutation wraps route-planned commands with."""
+
 
 def as_mapping(value: Any) -> Mapping[str, Any]:
     """`value` if it is a JSON object, else an empty mapping."""
@@ -43,6 +46,13 @@ def env_value(container: Mapping[str, Any], name: str) -> tuple[int, str | None]
         if as_mapping(entry).get("name") == name:
             return i, as_str(as_mapping(entry).get("value"))
     return None
+
+
+def unwrap_launcher(argv: Sequence[Any]) -> Sequence[Any]:
+    """The user's own command inside `["/bin/sh", ".../ringroute-launcher.sh", "--", *command]`."""
+    if len(argv) >= 3 and isinstance(argv[1], str) and argv[1].endswith("/" + LAUNCHER_SCRIPT) and argv[2] == "--":
+        return argv[3:]
+    return argv
 
 
 def is_true(value: str | None) -> bool:

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from webhook.policy.jobview import ContainerView, JobView, TaskView, as_list, as_mapping, as_str
+from webhook.policy.jobview import ContainerView, JobView, TaskView, as_list, as_mapping, as_str, unwrap_launcher
 from webhook.policy.violation import Violation
 from webhook.settings import Settings
 
@@ -34,8 +34,11 @@ class WorkingDir:
 
 def _shell_script(container: ContainerView) -> tuple[str, str] | None:
     """(script, field) of a `sh -c SCRIPT` / `bash -c SCRIPT` container, split over command and args."""
-    argv = [as_str(a) for a in as_list(container.container.get("command"))]
-    fields = [f"{container.field}.command[{i}]" for i in range(len(argv))]
+    command = as_list(container.container.get("command"))
+    user_command = unwrap_launcher(command)
+    skipped = len(command) - len(user_command)
+    argv = [as_str(a) for a in user_command]
+    fields = [f"{container.field}.command[{i + skipped}]" for i in range(len(argv))]
     args = [as_str(a) for a in as_list(container.container.get("args"))]
     argv += args
     fields += [f"{container.field}.args[{i}]" for i in range(len(args))]

@@ -1,0 +1,219 @@
+"""`make demo`: the ringroute admission webhook end to end on this machine, then a planned placement.
+
+1. Make a CA and a serving certificate in a temporary directory.
+2. Start `ringroute`'s admission server on a loopback port over TLS (no Kubernetes needed).
+3. Send the example jobs of examples/jobs/ as AdmissionReviews over HTTPS, verifying the server with the CA,
+   the way the API server does: mutate first, apply the patch, then validate the result.
+4. Plan node ranks for a job placed on a generated two-tier network and print the metrics before and after.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import ssl
+import sys
+import tempfile
+import textwrap
+import uuid
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+import aiohttp  # noqa: E402
+import jsonpatch  # noqa: E402
+import orjson  # noqa: E402
+import yaml  # noqa: E402
+from aiohttp import web  # noqa: E402
+
+from certs import ServingCertificates, generate_bundle  # noqa: E402
+from webhook.metrics import Metrics  # noqa: E402
+from webhook.server import admission_app  # noqa: E402
+from webhook.settings import INJECTED_ANNOTATION, Settings  # noqa: E402
+
+JOBS = ROOT / "examples" / "jobs"
+CASES = (
+    ("documented.yaml", "the documented job (1 node, 1 card)"),
+    ("distributed-route-plan.yaml", "its distributed variant (4 pods x 8 cards, ROUTE_PLAN=true)"),
+    ("rejected-two-nodes.yaml", "route planning on 2 nodes"),
+    ("rejected-four-cards-route-plan.yaml", "route planning with 4-card pods"),
+    ("rejected-workdir-nfs.yaml", "working directory on NFS"),
+    ("rejected-requests-not-limits.yaml", "NPU requests != limits"),
+)
+WIDTH = 100
+
+
+def say(text: str = "", indent: int = 0) -> None:
+    prefix = " " * indent
+    for line in text.splitlines() or [""]:
+        print(
+            textwrap.fill(
+                line,
+                WIDTH,
+                initial_indent=prefix,
+                subsequent_indent=prefix + "  ",
+                break_on_hyphens=False,
+                break_long_words=False,
+            )
+            if line
+            else ""
+        )
+
+
+def review(job: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "apiVersion": "admission.k8s.io/v1",
+        "kind": "AdmissionReview",
+        "request": {
+            "uid": str(uuid.uuid4()),
+            "kind": {"group": "batch.volcano.sh", "version": "v1alpha1", "kind": "Job"},
+            "resource": {"group": "batch.volcano.sh", "version": "v1alpha1", "resource": "jobs"},
+            "name": job["metadata"]["name"],
+            "namespace": job["metadata"].get("namespace", "default"),
+            "operation": "CREATE",
+            "userInfo": {"username": "demo"},
+            "object": job,
+            "dryRun": False,
+        },
+    }
+
+
+async def post(session: aiohttp.ClientSession, url: str, body: dict[str, Any]) -> dict[str, Any]:
+    async with session.post(url, data=orjson.dumps(body), headers={"Content-Type": "application/json"}) as resp:
+        if resp.status != 200:
+            raise RuntimeError(f"{url}: HTTP {resp.status}: {await resp.text()}")
+        answer: dict[str, Any] = await resp.json()
+        if answer["response"]["uid"] != body["request"]["uid"]:
+            raise RuntimeError(f"{url}: the answer does not echo the request uid")
+        return answer["response"]
+
+
+def describe_patch(ops: list[dict[str, Any]]) -> list[str]:
+    """One line per op, readable: where and what."""
+    lines = []
+    for op in ops:
+        value = op["value"]
+        if isinstance(value, dict) and "name" in value:
+            shown = value["name"] + (f" -> {value['mountPath']}" if "mountPath" in value else "")
+            if "configMap" in value:
+                shown += f" (ConfigMap {value['configMap']['name']})"
+            if "hostPath" in value:
+                shown += f" (hostPath {value['hostPath']['path']})"
+        else:
+            shown = orjson.dumps(value).decode()
+        if len(shown) > 60:
+            shown = shown[:57] + "..."
+        lines.append(f"{op['op']} {op['path']}  {shown}")
+    return lines
+
+
+async def admission_demo(base: str, client_ssl: ssl.SSLContext) -> None:
+    async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(ssl=client_ssl)) as session:
+        for filename, title in CASES:
+            job = yaml.safe_load((JOBS / filename).read_text(encoding="utf-8"))
+            say(f"-- {title}: examples/jobs/{filename}")
+            mutated = job
+            response = await post(session, f"{base}/jobs/mutate", review(job))
+            if "patch" in response:
+                ops = orjson.loads(base64.b64decode(response["patch"]))
+                mutated = jsonpatch.apply_patch(job, ops)
+                injected = mutated["metadata"]["annotations"][INJECTED_ANNOTATION]
+                say(f"mutate: {len(ops)} patch ops; {INJECTED_ANNOTATION}={injected}", 3)
+                if filename in ("documented.yaml", "distributed-route-plan.yaml"):
+                    for line in describe_patch(ops):
+                        say(line, 6)
+            verdict = await post(session, f"{base}/jobs/validate", review(mutated))
+            if verdict["allowed"]:
+                say("validate: ADMITTED", 3)
+                if filename == "distributed-route-plan.yaml":
+                    command = mutated["spec"]["tasks"][0]["template"]["spec"]["containers"][0]["command"]
+                    say(f"command now: {' '.join(command)}", 6)
+            else:
+                status = verdict["status"]
+                say(f"validate: DENIED (HTTP 200, allowed: false, code {status['code']})", 3)
+                for cause in status["details"]["causes"]:
+                    say(cause["message"], 6)
+            for warning in verdict.get("warnings", []):
+                say(f"warning: {warning}", 6)
+            say()
+
+
+def planning_demo() -> None:
+    say("-- rank planning: 32 pods x 8 cards placed on free nodes of a 16-leaf two-tier Clos (8 nodes/leaf)")
+    try:
+        from planner import Device, Placement, Server, generate_topology
+
+        try:
+            from planner import plan_ranks
+        except ImportError:
+            from planner._plan import plan_ranks
+    except ImportError as exc:
+        say(f"(planner.plan_ranks is not available in this checkout: {exc}; skipping the planning part)", 3)
+        return
+    import random
+
+    topology = generate_topology(leaves=16, servers_per_leaf=8)
+    rng = random.Random(7)
+    nodes = rng.sample(sorted(topology.paths), 32)  # a fragmented cluster: free nodes are scattered
+    servers = tuple(
+        Server(
+            pod_name=f"bert-32x8-worker-{i}",
+            node_name=node,
+            server_id=f"10.0.{i // 250}.{i % 250 + 1}",
+            host_ip=f"10.0.{i // 250}.{i % 250 + 1}",
+            pod_ip=f"172.16.{i // 250}.{i % 250 + 1}",
+            task_name="worker",
+            task_index=i,
+            devices=tuple(Device(device_id=d, device_ip=f"192.168.{i}.{d + 1}") for d in range(8)),
+        )
+        for i, node in enumerate(nodes)
+    )
+    placement = Placement(job_name="bert-32x8", namespace="default", servers=servers)
+    result = plan_ranks(placement, topology, "ring", "ecmp", rng=0, time_limit=2.0)
+    before, after = result.before, result.after
+    say(f"planner: {result.message} ({result.wall_time_s * 1000:.0f} ms); rank 0 stays on task index 0", 3)
+    say(f"{'metric':44} {'pod-index order':>16} {'ringroute':>12} {'bound':>8}", 3)
+    rows = [
+        ("ring edges crossing leaves", before.cross_edges[0], after.cross_edges[0], after.cross_edge_bounds[0]),
+        ("max flows on one link (ECMP, mean)", before.max_link_load, after.max_link_load, after.max_link_load_bound),
+        ("ring bus bandwidth (fraction of line rate)", before.ring_busbw, after.ring_busbw, 1.0),
+    ]
+    for name, b, a, bound in rows:
+        say(f"{name:44} {b:>16.3g} {a:>12.3g} {bound:>8.3g}", 3)
+    say()
+
+
+async def main() -> int:
+    with tempfile.TemporaryDirectory(prefix="ringroute-demo-") as tmp:
+        cert_dir = Path(tmp)
+        generate_bundle("ringroute", "ringroute-system", cert_dir, days=1, extra_names=("127.0.0.1", "localhost"))
+        say(f"certificates: CA and ECDSA P-256 serving pair in {cert_dir} (ca.crt, tls.crt, tls.key)")
+        certificates = ServingCertificates(cert_dir)
+        metrics = Metrics()
+        app = admission_app(Settings(), metrics, configmaps=None, certificates=certificates)
+        runner = web.AppRunner(app, access_log=None)
+        await runner.setup()
+        site = web.TCPSite(runner, "127.0.0.1", 0, ssl_context=certificates.ssl_context())
+        await site.start()
+        port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+        base = f"https://127.0.0.1:{port}"
+        say(f"admission server: {base} (TLS >= 1.2; no API server here, so ConfigMap creation is skipped)")
+        say()
+        client_ssl = ssl.create_default_context(cafile=str(cert_dir / "ca.crt"))
+        try:
+            await admission_demo(base, client_ssl)
+        finally:
+            await runner.cleanup()
+        say("server stopped")
+        say()
+    planning_demo()
+    return 0
+
+
+if __name__ == "__main__":
+    import logging
+
+    logging.basicConfig(level=logging.ERROR)
+    sys.exit(asyncio.run(main()))
