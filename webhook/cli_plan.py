@@ -99,7 +99,8 @@ def register(subparsers: Any) -> None:
     generate.add_argument(
         "--topology-labels",
         default=None,
-        help="label keys for --nodes-out, top-most first (default volcano.sh/tor, plus a pod key in 3 tiers)",
+        help="label keys for --nodes-out, top-most first "
+        "(default volcano.sh/tor; volcano.sh/hypercluster,volcano.sh/hypernode in 3 tiers)",
     )
     generate.set_defaults(handler=run_topology_generate)
     topology.set_defaults(handler=lambda _args: _usage(topology))
@@ -486,7 +487,7 @@ def run_topology_generate(args: argparse.Namespace) -> int:
         if args.topology_labels is not None:
             keys = [k.strip() for k in args.topology_labels.split(",") if k.strip()]
         else:
-            keys = ["volcano.sh/tor"] if topology.tiers == 1 else ["volcano.sh/hypercluster", "volcano.sh/tor"]
+            keys = ["volcano.sh/tor"] if topology.tiers == 1 else ["volcano.sh/hypercluster", "volcano.sh/hypernode"]
         nodes = _guarded("--topology-labels", None, lambda: nodes_for_topology(topology, keys))
         import yaml
 

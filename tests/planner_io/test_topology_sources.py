@@ -150,7 +150,7 @@ def test_a_leaf_under_two_parents_is_rejected() -> None:
         node("a", **{"volcano.sh/hypercluster": "hc-0", "volcano.sh/hypernode": "hn-0"}),
         node("b", **{"volcano.sh/hypercluster": "hc-1", "volcano.sh/hypernode": "hn-0"}),
     ]
-    with pytest.raises(TopologyError, match="domain hn-0 .* is under both hc-0"):
+    with pytest.raises(TopologyError, match=r"domain hn-0 .* is under both hc-0"):
         topology_from_nodes(labelled)
 
 
@@ -282,7 +282,7 @@ def test_tor_configmap_accepts_the_parsed_tor_info_and_checks_slices() -> None:
     info["server_list"][0]["server"][1]["slice_id"] = 0
     with pytest.raises(TopologyError, match="both use slot 0 on tor-0"):
         topology_from_tor_configmap(info)
-    with pytest.raises(TopologyError, match="data.tor_info: missing"):
+    with pytest.raises(TopologyError, match=r"data\.tor_info: missing"):
         topology_from_tor_configmap({"kind": "ConfigMap", "metadata": {"name": "cm"}, "data": {}})
 
 
