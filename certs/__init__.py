@@ -12,6 +12,7 @@ from certs._generate import (
     generate_bundle,
     issue_bundle,
     service_dns_names,
+    write_tls_files,
 )
 from certs._serving import MAX_WATCH_INTERVAL_S, ServingCertificates
 
@@ -29,4 +30,5 @@ __all__ = [
     "generate_bundle",
     "issue_bundle",
     "service_dns_names",
+    "write_tls_files",
 ]

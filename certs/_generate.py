@@ -86,11 +86,17 @@ class CertBundle:
 
     def write(self, out_dir: Path) -> None:
         """Write `ca.crt`, `tls.crt` and `tls.key` (mode 0600) into `out_dir`, each file replaced atomically."""
-        out_dir.mkdir(parents=True, exist_ok=True)
-        # The key goes first: a watcher that sees the new key with the old certificate rejects the pair and waits.
-        _write_atomic(out_dir / KEY_FILE, self.key_pem, 0o600)
-        _write_atomic(out_dir / CERT_FILE, self.cert_pem, 0o644)
-        _write_atomic(out_dir / CA_FILE, self.ca_cert_pem, 0o644)
+        write_tls_files(out_dir, ca_pem=self.ca_cert_pem, cert_pem=self.cert_pem, key_pem=self.key_pem)
+
+
+def write_tls_files(out_dir: Path, *, ca_pem: bytes, cert_pem: bytes, key_pem: bytes) -> None:
+    """Write `ca.crt`, `tls.crt`, `tls.key` (mode 0600) into `out_dir`, each replaced atomically."""
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    # The key goes first: a watcher that sees the new key with the old certificate rejects the pair and waits.
+    _write_atomic(out_dir / KEY_FILE, key_pem, 0o600)
+    _write_atomic(out_dir / CERT_FILE, cert_pem, 0o644)
+    _write_atomic(out_dir / CA_FILE, ca_pem, 0o644)
 
 
 def service_dns_names(service: str, namespace: str) -> tuple[str, ...]:
@@ -113,15 +119,18 @@ def issue_bundle(
     extra_names: Sequence[str] = (),
     ca_cert_pem: bytes | None = None,
     ca_key_pem: bytes | None = None,
+    ca_days: int | None = None,
     now: dt.datetime | None = None,
 ) -> CertBundle:
     """Make a serving certificate for the Service (and a new CA unless one is given), in memory.
 
     `extra_names` adds DNS names or IP addresses (e.g. `localhost`, `127.0.0.1` for a loopback demo).
-    Passing `ca_cert_pem`/`ca_key_pem` renews the serving certificate under an existing CA.
+    Passing `ca_cert_pem`/`ca_key_pem` renews the serving certificate under an existing CA; otherwise a new CA
+    valid for `ca_days` (default: `days`) is made.
     """
-    if isinstance(days, bool) or not isinstance(days, int) or days < 1:
-        raise CertificateError(f"days: must be a whole number of days >= 1 (got {days!r})")
+    for what, value in (("days", days), ("ca_days", days if ca_days is None else ca_days)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise CertificateError(f"{what}: must be a whole number of days >= 1 (got {value!r})")
     if (ca_cert_pem is None) != (ca_key_pem is None):
         raise CertificateError("ca_cert_pem/ca_key_pem: give both to reuse a CA, or neither to make a new one")
     dns_names = list(service_dns_names(service, namespace))
@@ -141,7 +150,8 @@ def issue_bundle(
 
     if ca_cert_pem is None or ca_key_pem is None:
         ca_key = ec.generate_private_key(ec.SECP256R1())
-        ca_cert = _make_ca(ca_key, f"ringroute-ca {service}.{namespace}", start, end)
+        ca_end = start + _CLOCK_SKEW + dt.timedelta(days=days if ca_days is None else ca_days)
+        ca_cert = _make_ca(ca_key, f"ringroute-ca {service}.{namespace}", start, max(end, ca_end))
         ca_key_pem = _key_pem(ca_key)
         ca_cert_pem = ca_cert.public_bytes(serialization.Encoding.PEM)
     else:
