@@ -66,8 +66,9 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--extender-listen", metavar="ADDR:PORT", help="extender address (settings default)")
     parser.add_argument(
         "--self-signed-secret",
-        metavar="NAME",
-        help="keep a self-signed CA and serving pair in this Secret and patch caBundle into the webhooks",
+        metavar="NAMESPACE/NAME",
+        help="keep a self-signed CA and serving pair in this Secret, write them to --cert-dir, and patch caBundle "
+        "into ringroute's webhook configurations",
     )
     parser.set_defaults(handler=_serve)
 
@@ -91,6 +92,11 @@ def _serve(args: argparse.Namespace) -> int:
     if not args.cert_dir.is_dir():
         raise CommandError(
             f"--cert-dir: {args.cert_dir} is not a directory; create one with `ringroute certs generate --out DIR`"
+        )
+    if args.self_signed_secret is not None and "/" not in args.self_signed_secret:
+        raise CommandError(
+            "--self-signed-secret: expected NAMESPACE/NAME such as ringroute-system/ringroute-webhook-tls "
+            f"(got {args.self_signed_secret!r})"
         )
     options = ServeOptions(
         host=host,
@@ -158,13 +164,10 @@ def _run_workers(options: ServeOptions) -> int:
 
 async def _connect(options: ServeOptions) -> Any:
     """An API client, or None (admission still runs; the ConfigMap is left to the controller)."""
+    from webhook.kube import connect
+
     try:
-        kube = importlib.import_module("webhook.kube")
-    except ModuleNotFoundError:
-        log.warning("event=no_api_server reason=kube_module_missing")
-        return None
-    try:
-        return await kube.connect(options.kubeconfig)
+        return await connect(options.kubeconfig)
     except Exception as exc:
         if options.kubeconfig:
             raise CommandError(f"--kubeconfig: {exc}") from exc
@@ -172,11 +175,31 @@ async def _connect(options: ServeOptions) -> Any:
         return None
 
 
+async def _self_signed(options: ServeOptions, repository: Any, stop: asyncio.Event) -> asyncio.Task[None]:
+    """Sync the self-managed Secret once (so the files exist), then keep it renewed in the background."""
+    try:
+        kube_certs = importlib.import_module("webhook.kube_certs")
+    except ModuleNotFoundError as exc:
+        raise CommandError("--self-signed-secret: self-managed certificates are not in this build") from exc
+    assert options.self_signed_secret is not None
+    namespace, name = kube_certs.parse_secret_ref(options.self_signed_secret)
+    manager = kube_certs.SelfSignedCertificates(
+        repository,
+        kube_certs.SelfSignedSettings(secret_namespace=namespace, secret_name=name, cert_dir=options.cert_dir),
+    )
+    try:
+        await manager.sync()
+    except Exception as exc:
+        log.error("event=self_signed_sync_failed error=%r action=retrying_in_background", exc)
+    return asyncio.create_task(manager.run(stop), name="self-signed-certificates")
+
+
 async def run_worker(options: ServeOptions, *, primary: bool, stop: asyncio.Event | None = None) -> int:
     """Serve until SIGTERM/SIGINT (or `stop`); the primary worker also runs the extender and the controller."""
     from aiohttp import web
 
     from certs import ServingCertificates
+    from webhook.kube import KubeRepository
     from webhook.metrics import Metrics
     from webhook.server import ConfigMapWriter, admission_app
 
@@ -188,26 +211,23 @@ async def run_worker(options: ServeOptions, *, primary: bool, stop: asyncio.Even
             loop.add_signal_handler(signum, stop.set)
 
     metrics = Metrics()
+    api = await _connect(options)
+    repository: KubeRepository | None = None
+    tasks: list[asyncio.Task[Any]] = []
+    if api is not None:
+        repository = KubeRepository(api, metrics)
+    else:
+        log.warning("event=configmap_creation_disabled reason=no_api_server")
+    if options.self_signed_secret and primary:
+        if repository is None:
+            raise CommandError("--self-signed-secret: needs an API server (in-cluster config or --kubeconfig)")
+        tasks.append(await _self_signed(options, repository, stop))
+
     certificates = ServingCertificates(options.cert_dir)
     if not certificates.loaded:
         log.warning("event=no_certificate cert_dir=%s action=not_ready_until_tls_files_appear", options.cert_dir)
-    if options.self_signed_secret:
-        log.warning(
-            "event=self_signed_secret_unavailable secret=%s detail=%s",
-            options.self_signed_secret,
-            "self-managed certificates are not wired into serve yet; serving --cert-dir",
-        )
-
-    api = await _connect(options)
-    configmaps: ConfigMapWriter | None = None
-    if api is not None:
-        from webhook.kube import KubeRepository
-
-        configmaps = KubeRepository(api, metrics)
-    else:
-        log.warning("event=configmap_creation_disabled reason=no_api_server")
-
-    tasks: list[asyncio.Task[Any]] = [asyncio.create_task(certificates.watch(10.0), name="certificate-watch")]
+    configmaps: ConfigMapWriter | None = repository
+    tasks.append(asyncio.create_task(certificates.watch(10.0), name="certificate-watch"))
     runners: list[web.AppRunner] = []
     admission = web.AppRunner(
         admission_app(settings, metrics, configmaps=configmaps, certificates=certificates),
@@ -237,25 +257,20 @@ async def run_worker(options: ServeOptions, *, primary: bool, stop: asyncio.Even
         log.info("event=extender_listening address=%s:%d", ext_host, ext_port)
 
     if primary and settings.controller.enabled and api is not None:
-        try:
-            controller = importlib.import_module("webhook.controller")
-        except ModuleNotFoundError:
-            log.warning("event=controller_unavailable reason=module_missing")
-        else:
-            identity = f"{socket.gethostname()}-{os.getpid()}"
-            tasks.append(
-                asyncio.create_task(
-                    controller.run_controller(settings, api, metrics, identity=identity, stop=stop),
-                    name="controller",
-                )
-            )
+        from webhook.controller import run_controller
+
+        identity = f"{socket.gethostname()}-{os.getpid()}"
+        tasks.append(
+            asyncio.create_task(run_controller(settings, api, metrics, identity=identity, stop=stop), name="controller")
+        )
 
     await stop.wait()
     log.info("event=shutting_down pid=%d", os.getpid())
     for task in tasks:
-        if task.get_name() != "controller":
+        if task.get_name() == "certificate-watch":
             task.cancel()
-    # The controller returns on its own once `stop` is set (releasing its lease); give it the grace period.
+    # The controller and the certificate manager return on their own once `stop` is set (the controller
+    # releases its lease); give them the grace period.
     await asyncio.wait(tasks, timeout=SHUTDOWN_GRACE_S)
     for runner in runners:
         await runner.cleanup()

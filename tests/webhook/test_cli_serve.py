@@ -1,0 +1,138 @@
+"""`ringroute serve`: flag errors are one line, it serves admission without an API server, and SIGTERM stops it."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import socket
+import ssl
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import aiohttp
+import orjson
+import pytest
+
+from tests.webhook.conftest import load_example, review
+from webhook.cli import CommandError, main
+from webhook.cli_serve import ServeOptions, parse_address, run_worker
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+@pytest.fixture
+def no_cluster(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> dict[str, str]:
+    """An environment where no API server configuration can be found."""
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+    monkeypatch.setenv("KUBECONFIG", str(tmp_path / "absent"))
+    monkeypatch.setenv("HOME", str(tmp_path))
+    return dict(os.environ)
+
+
+def test_addresses_parse_and_bad_ones_name_the_flag() -> None:
+    assert parse_address("127.0.0.1:9443", "--listen") == ("127.0.0.1", 9443)
+    assert parse_address("[::1]:8443", "--listen") == ("::1", 8443)
+    with pytest.raises(CommandError, match="--listen: expected ADDR:PORT"):
+        parse_address("localhost", "--listen")
+
+
+def test_bad_flags_are_one_line_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["serve", "--listen", "127.0.0.1:x", "--cert-dir", str(tmp_path)]) == 2
+    assert main(["serve", "--listen", "127.0.0.1:1", "--cert-dir", str(tmp_path / "nope")]) == 2
+    assert main(["serve", "--cert-dir", str(tmp_path), "--workers", "0"]) == 2
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert lines == [
+        "ringroute serve: error: --listen: expected ADDR:PORT such as 0.0.0.0:9443 (got '127.0.0.1:x')",
+        f"ringroute serve: error: --cert-dir: {tmp_path / 'nope'} is not a directory; create one with "
+        "`ringroute certs generate --out DIR`",
+        "ringroute serve: error: --workers: must be at least 1",
+    ]
+
+
+async def test_serve_answers_admission_without_an_api_server_and_stops(
+    tls_material: Path, client_ssl: ssl.SSLContext, no_cluster: dict[str, str]
+) -> None:
+    port = free_port()
+    options = ServeOptions(
+        host="127.0.0.1",
+        port=port,
+        cert_dir=tls_material,
+        config=None,
+        kubeconfig=None,
+        workers=1,
+        controller=True,
+        extender=True,
+        extender_listen=f"127.0.0.1:{free_port()}",
+        self_signed_secret=None,
+    )
+    stop = asyncio.Event()
+    worker = asyncio.create_task(run_worker(options, primary=True, stop=stop))
+    try:
+        async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(ssl=client_ssl)) as session:
+            for _ in range(100):
+                try:
+                    async with session.get(f"https://127.0.0.1:{port}/readyz") as resp:
+                        assert resp.status == 200
+                        break
+                except aiohttp.ClientConnectorError:
+                    await asyncio.sleep(0.05)
+            body = orjson.dumps(review(load_example("documented.yaml"), uid="serve"))
+            async with session.post(
+                f"https://127.0.0.1:{port}/jobs/mutate", data=body, headers={"Content-Type": "application/json"}
+            ) as resp:
+                answer = await resp.json()
+        assert answer["response"]["uid"] == "serve"
+        assert answer["response"]["patchType"] == "JSONPatch"
+    finally:
+        stop.set()
+        assert await asyncio.wait_for(worker, 15) == 0
+
+
+def test_sigterm_stops_the_server_cleanly(tls_material: Path, no_cluster: dict[str, str]) -> None:
+    port = free_port()
+    process = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "webhook",
+            "serve",
+            "--listen",
+            f"127.0.0.1:{port}",
+            "--cert-dir",
+            str(tls_material),
+            "--no-extender",
+        ],
+        cwd=ROOT,
+        env=no_cluster,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        context = ssl.create_default_context(cafile=str(tls_material / "ca.crt"))
+        deadline = time.monotonic() + 20
+        while True:
+            try:
+                with urllib.request.urlopen(f"https://127.0.0.1:{port}/healthz", context=context, timeout=2) as r:
+                    assert r.read() == b"ok"
+                    break
+            except OSError:
+                assert process.poll() is None, process.stderr.read() if process.stderr else ""
+                assert time.monotonic() < deadline
+                time.sleep(0.1)
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(timeout=20) == 0
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
