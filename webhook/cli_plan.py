@@ -429,18 +429,8 @@ def run_simulate(args: argparse.Namespace) -> int:
     outcome, network, result = _evaluations(case, args.seeds)
     evaluations = outcome["evaluations"]
     if args.plot is not None:
-        try:
-            plot_link_loads = importlib.import_module("planner._plot").plot_link_loads
-        except (ImportError, AttributeError) as exc:
-            raise CommandError(f"--plot: plotting is not available ({exc}); pip install 'ringroute[plot]'") from None
-        plot_link_loads(
-            network,
-            outcome["orders"]["pod-index"],
-            outcome["orders"]["ringroute"],
-            args.plot,
-            routing=case.routing,
-            qps=case.qps,
-        )
+        bound = outcome["evaluations"]["ringroute"].max_link_load_bound
+        _plot(args.plot, case, network, orders=outcome["orders"], bound=bound)
     summary = {
         "job": case.placement.job_name,
         "servers": len(case.placement.servers),
@@ -460,6 +450,24 @@ def run_simulate(args: argparse.Namespace) -> int:
         )
         print(simulation_table(evaluations, case.topology.tiers))
     return 0
+
+
+def _plot(path: Path, case: _Case, network: Any, *, orders: dict[str, tuple[int, ...]], bound: int) -> None:
+    """Draw the switch-link loads of the pod-index order and ringroute's order (ring flows, seed 0)."""
+    from planner._routes import pin_routes
+    from planner._simulate import link_loads, ring_flows
+
+    try:
+        plot_link_loads = importlib.import_module("planner._plot").plot_link_loads
+    except (ImportError, AttributeError) as exc:
+        raise CommandError(f"--plot: plotting is not available ({exc}); pip install 'ringroute[plot]'") from None
+    first = network.first_switch_link
+    loads = []
+    for name in ("pod-index", "ringroute"):
+        flows = ring_flows(orders[name])
+        routes = pin_routes(network, [flows]) if case.routing == "pinned" else None
+        loads.append(link_loads(network, flows, cast(Any, case.routing), qps=case.qps, seed=case.seed, routes=routes))
+    _guarded("--plot", path, lambda: plot_link_loads(loads[0][first:], loads[1][first:], path, bound=bound))
 
 
 # -- topology generate ------------------------------------------------------------------------------------------

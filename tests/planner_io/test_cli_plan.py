@@ -243,3 +243,11 @@ def test_topology_generate_writes_a_file_and_matching_nodes(tmp_path: Path) -> N
     assert topology.fabric.leaf_oversubscription == 2.0
     nodes = load_kube_objects(nodes_out.read_text(encoding="utf-8"))
     assert dict(topology_from_nodes(nodes).paths) == dict(topology.paths)
+
+
+def test_simulate_plot_writes_a_png(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    pytest.importorskip("matplotlib")
+    png = tmp_path / "loads.png"
+    argv = ["simulate", "--pods", str(PODS), "--nodes", str(NODES), "--seeds", "2", "--plot", str(png)]
+    assert main(argv) == 0
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
