@@ -46,23 +46,25 @@ def extender_app(settings: Settings, metrics: Metrics, *, state: ExtenderState |
     app = web.Application(client_max_size=MAX_BODY_BYTES)
     app[STATE_KEY] = state
 
-    def predicate(body: dict[str, Any]) -> VerbResult:
+    def predicate(raw: bytes) -> VerbResult:
+        body = _json_object(raw)
         task = scoring.read_task(_member(body, "task"), settings)
         answer = scoring.predicate_for(task, _member(body, "node", required=task.profile is not None), state)
         if answer["status"]:
             return dict(answer), "unfit"
         return dict(answer), "neutral" if task.profile is None else "fit"
 
-    def prioritize(body: dict[str, Any]) -> VerbResult:
-        answer = scoring.prioritize(_member(body, "task"), _member(body, "nodes", required=False), settings, state)
+    def prioritize(raw: bytes) -> VerbResult:
+        answer = scoring.prioritize_body(raw, settings, state)
         return dict(answer), "scored" if answer["nodeScore"] else "neutral"
 
-    def session_open(body: dict[str, Any]) -> VerbResult:
-        counts = scoring_open(state, body)
+    def session_open(raw: bytes) -> VerbResult:
+        counts = scoring_open(state, _json_object(raw, empty_ok=True))
         log.info("event=extender_session_open %s", " ".join(f"{k}={v}" for k, v in counts.items()))
         return {}, "ok"
 
-    def session_close(body: dict[str, Any]) -> VerbResult:
+    def session_close(raw: bytes) -> VerbResult:
+        _json_object(raw, empty_ok=True)
         state.maybe_prune()
         return {}, "ok"
 
@@ -70,8 +72,8 @@ def extender_app(settings: Settings, metrics: Metrics, *, state: ExtenderState |
     neutral_scores: dict[str, Any] = {"nodeScore": {}, "errorMessage": ""}
     app.router.add_post(f"{PREFIX}/predicate", _handler("predicate", predicate, neutral_predicate, metrics))
     app.router.add_post(f"{PREFIX}/prioritize", _handler("prioritize", prioritize, neutral_scores, metrics))
-    app.router.add_post(f"{PREFIX}/onSessionOpen", _handler("onSessionOpen", session_open, {}, metrics, True))
-    app.router.add_post(f"{PREFIX}/onSessionClose", _handler("onSessionClose", session_close, {}, metrics, True))
+    app.router.add_post(f"{PREFIX}/onSessionOpen", _handler("onSessionOpen", session_open, {}, metrics))
+    app.router.add_post(f"{PREFIX}/onSessionClose", _handler("onSessionClose", session_close, {}, metrics))
     app.router.add_get(f"{PREFIX}/healthz", _healthz)
     return app
 
@@ -95,28 +97,29 @@ async def _healthz(request: web.Request) -> web.Response:
     return web.Response(text="ok")
 
 
+def _json_object(raw: bytes, *, empty_ok: bool = False) -> dict[str, Any]:
+    """The request body as a JSON object (an empty body reads as `{}` where Volcano sends nothing useful)."""
+    if empty_ok and not raw.strip():
+        return {}
+    body = scoring.decode_json(raw)
+    if not isinstance(body, dict):
+        raise PayloadError(f"body: expected a JSON object, got {type(body).__name__}")
+    return body
+
+
 def _handler(
     verb: str,
-    work: Callable[[dict[str, Any]], VerbResult],
+    work: Callable[[bytes], VerbResult],
     neutral: dict[str, Any],
     metrics: Metrics,
-    empty_body_ok: bool = False,
 ) -> Callable[[web.Request], Awaitable[web.Response]]:
     async def handle(request: web.Request) -> web.Response:
         started = time.perf_counter()
         outcome = "bad_request"
         try:
             raw = await request.read()
-            if not raw.strip() and empty_body_ok:
-                raw = b"{}"
             try:
-                body = orjson.loads(raw)
-            except orjson.JSONDecodeError as exc:
-                return _bad_request(verb, f"body: not JSON ({exc})")
-            if not isinstance(body, dict):
-                return _bad_request(verb, f"body: expected a JSON object, got {type(body).__name__}")
-            try:
-                answer, outcome = work(body)
+                answer, outcome = work(raw)
             except PayloadError as exc:
                 return _bad_request(verb, str(exc))
             except Exception:

@@ -33,10 +33,15 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import msgspec
+import orjson
+
 from webhook.extender_types import (
     CODE_SUCCESS,
     CODE_UNSCHEDULABLE,
     CODE_UNSCHEDULABLE_AND_UNRESOLVABLE,
+    FastNodeInfo,
+    FastPrioritizeRequest,
     PredicateResponse,
     PrioritizeResponse,
 )
@@ -297,24 +302,22 @@ class ExtenderState:
 
     # -- topology
 
-    def paths_of(self, nodes: Iterable[tuple[str, Mapping[str, Any]]]) -> dict[str, Path | None]:
-        """Domain path per node name for (name, v1 Node) pairs, reading labels only for nodes that changed."""
+    def paths_of(self, nodes: Iterable[tuple[str, Mapping[str, str] | None]]) -> dict[str, Path | None]:
+        """Domain path per node name for (name, node labels) pairs, reading labels only for nodes that changed."""
         out: dict[str, Path | None] = {}
-        misses: list[tuple[str, Mapping[str, Any], tuple[tuple[str, Any], ...]]] = []
+        misses: list[tuple[str, Mapping[str, str] | None, tuple[tuple[str, Any], ...]]] = []
         cache = self._paths
-        for name, node in nodes:
-            meta = node.get("metadata") if node else None
-            labels = meta.get("labels") if meta else None
+        for name, labels in nodes:
             key = tuple(labels.items()) if labels else ()
             hit = cache.get(name)
             if hit is not None and hit[0] == key:
                 out[name] = hit[1]
             else:
-                misses.append((name, node, key))
+                misses.append((name, labels, key))
         if misses:
             if len(cache) + len(misses) > MAX_REMEMBERED_NODES:
                 cache.clear()
-            objects = [_node_object(name, node) for name, node, _ in misses]
+            objects = [{"metadata": {"name": name, "labels": dict(labels or {})}} for name, labels, _ in misses]
             read = self.path_reader(objects)
             for name, _, key in misses:
                 path = read.get(name)
@@ -385,11 +388,11 @@ class ExtenderState:
         self._touched.clear()
         self.job_sizes.clear()
         now = time.monotonic()
-        node_pairs: list[tuple[str, Mapping[str, Any]]] = []
+        node_pairs: list[tuple[str, Mapping[str, str] | None]] = []
         for key, raw_node in nodes.items():
             node_info = _mapping(raw_node, f"Nodes[{key!r}]")
             name = str(field(node_info, "Name") or key)
-            node_pairs.append((name, _mapping(field(node_info, "Node"), f"Nodes[{key!r}].Node")))
+            node_pairs.append((name, _labels_of(_mapping(field(node_info, "Node"), f"Nodes[{key!r}].Node"))))
         self.paths_of(node_pairs)
         for job_id, raw_job in jobs.items():
             job_info = _mapping(raw_job, f"Jobs[{job_id!r}]")
@@ -423,13 +426,13 @@ class ExtenderState:
         return {"jobs": len(self.job_sizes), "placed_jobs": len(self._placed), "nodes": len(node_pairs)}
 
 
-def _node_object(name: str, node: Mapping[str, Any] | None) -> Mapping[str, Any]:
-    """A v1 Node with at least metadata.name, for the path readers."""
-    if node and (node.get("metadata") or {}).get("name") == name:
-        return node
-    meta = dict((node or {}).get("metadata") or {})
-    meta["name"] = name
-    return {**(node or {}), "metadata": meta}
+def _labels_of(node: Any) -> Mapping[str, str] | None:
+    """metadata.labels of a v1 Node object (None when absent)."""
+    if not isinstance(node, Mapping):
+        return None
+    meta = node.get("metadata")
+    labels = meta.get("labels") if isinstance(meta, Mapping) else None
+    return labels if isinstance(labels, Mapping) else None
 
 
 # -------------------------------------------------------------------------------------------------------- nodes
@@ -443,6 +446,18 @@ class NodeCards:
     total: int
     free: int
     """Future idle: Idle + Releasing - Pipelined."""
+
+
+@dataclass(frozen=True, slots=True)
+class NodeRecord:
+    """One candidate node as scoring sees it, whichever decoder produced it."""
+
+    name: str
+    total: int
+    free: int
+    labels: Mapping[str, str] | None
+    job_uids: frozenset[str]
+    """Tasks of the job being scheduled that the node holds."""
 
 
 def node_cards(raw: Mapping[str, Any], resource_name: str, where: str) -> NodeCards:
@@ -488,6 +503,57 @@ def _job_uids_on(raw: Mapping[str, Any], job: str) -> frozenset[str]:
     return frozenset(found)
 
 
+def node_record(raw: Any, resource_name: str, job: str, where: str) -> NodeRecord:
+    """A NodeRecord from a NodeInfo decoded as plain JSON (lenient about key case and nulls)."""
+    if not isinstance(raw, Mapping):
+        raise PayloadError(f"{where}: expected a NodeInfo object, got {type(raw).__name__}")
+    cards = node_cards(raw, resource_name, where)
+    uids = _job_uids_on(raw, job) if job else frozenset()
+    return NodeRecord(cards.name, cards.total, cards.free, _labels_of(field(raw, "Node")), uids)
+
+
+def fast_node_records(nodes: Sequence[FastNodeInfo], resource_name: str, job: str) -> list[NodeRecord] | None:
+    """NodeRecords from the fast decoder, or None when the payload does not use Volcano's key names (then the
+    lenient reader must look at it)."""
+    records: list[NodeRecord] = []
+    append = records.append
+    gone = _GONE_STATUSES
+    for info in nodes:
+        name = info.Name
+        if not name or (info.Idle is None and info.Allocatable is None):
+            return None
+        allocatable = info.Allocatable.ScalarResources if info.Allocatable else None
+        total_milli = allocatable.get(resource_name, 0.0) if allocatable else 0.0
+        if total_milli <= 0:
+            return None  # the lenient reader also looks at the Node's status.allocatable
+        idle = info.Idle.ScalarResources if info.Idle else None
+        free_milli = total_milli if info.Idle is None else (idle.get(resource_name, 0.0) if idle else 0.0)
+        if info.Releasing is not None and info.Releasing.ScalarResources:
+            free_milli += info.Releasing.ScalarResources.get(resource_name, 0.0)
+        if info.Pipelined is not None and info.Pipelined.ScalarResources:
+            free_milli -= info.Pipelined.ScalarResources.get(resource_name, 0.0)
+        uids: frozenset[str] = frozenset()
+        if job and info.Tasks:
+            found = [t.UID or key for key, t in info.Tasks.items() if t.Job == job and t.Status not in gone]
+            if found:
+                uids = frozenset(found)
+        meta = info.Node.metadata if info.Node else None
+        total = _cards(total_milli)
+        append(NodeRecord(name, total, min(total, _cards(free_milli)), meta.labels if meta else None, uids))
+    return records
+
+
+_FAST_PRIORITIZE = msgspec.json.Decoder(FastPrioritizeRequest)
+
+
+def decode_json(body: bytes) -> Any:
+    """Plain JSON decode; PayloadError when the body is not JSON."""
+    try:
+        return orjson.loads(body)
+    except orjson.JSONDecodeError as exc:
+        raise PayloadError(f"body: not JSON ({exc})") from None
+
+
 # ---------------------------------------------------------------------------------------------------- predicate
 
 
@@ -508,8 +574,7 @@ def predicate_for(task: TaskView, node_raw: Any, state: ExtenderState) -> Predic
         state.observe(task.job, cards.name, uids)
         if uids:
             # Prioritize rarely sees this node again (it is full now), so learn its leaf here.
-            node = field(node_raw, "Node")
-            state.paths_of([(cards.name, node if isinstance(node, Mapping) else {})])
+            state.paths_of([(cards.name, _labels_of(field(node_raw, "Node")))])
         state.maybe_prune()
     if not task.route_planned:
         return fits()
@@ -558,11 +623,15 @@ class JobContext:
         return max(1, self.size - self.placed)
 
 
+def _no_scores() -> PrioritizeResponse:
+    return {"nodeScore": {}, "errorMessage": ""}
+
+
 def prioritize(task_raw: Any, nodes_raw: Any, settings: Settings, state: ExtenderState) -> PrioritizeResponse:
     """Scores 0-100 per node name for a ringroute task; an empty map (no preference) for any other task."""
     task = read_task(task_raw, settings)
     if task.profile is None:
-        return {"nodeScore": {}, "errorMessage": ""}
+        return _no_scores()
     if nodes_raw is None:
         nodes_raw = []
     if not isinstance(nodes_raw, list):
@@ -572,29 +641,49 @@ def prioritize(task_raw: Any, nodes_raw: Any, settings: Settings, state: Extende
     return {"nodeScore": scores, "errorMessage": ""}
 
 
+def prioritize_body(body: bytes, settings: Settings, state: ExtenderState) -> PrioritizeResponse:
+    """`prioritize` straight from the request bytes: a fast decoder for Volcano's key names that skips the Pod
+    objects, falling back to a plain decode and the lenient readers for anything else."""
+    try:
+        fast = _FAST_PRIORITIZE.decode(body)
+    except (msgspec.DecodeError, msgspec.ValidationError):
+        fast = None
+    if fast is not None and fast.nodes is not None and bytes(fast.task) != b"null":
+        task = read_task(decode_json(bytes(fast.task)), settings)
+        if task.profile is None:
+            return _no_scores()
+        records = fast_node_records(fast.nodes, task.profile.resource_name, task.job)
+        if records is not None:
+            scores, _ = score_records(task, records, state)
+            state.maybe_prune()
+            return {"nodeScore": scores, "errorMessage": ""}
+    request = decode_json(body)
+    if not isinstance(request, Mapping):
+        raise PayloadError(f"body: expected a JSON object, got {type(request).__name__}")
+    task_raw = request.get("task", request.get("Task"))
+    if task_raw is None:
+        raise PayloadError("task: missing; a Volcano extender request has 'task' at the top level")
+    return prioritize(task_raw, request.get("nodes", request.get("Nodes")), settings, state)
+
+
 def score_nodes(task: TaskView, nodes_raw: Sequence[Any], state: ExtenderState) -> tuple[dict[str, float], JobContext]:
-    """Leaf-packing scores for a judged task over candidate NodeInfos, and the job context they were based on."""
+    """Leaf-packing scores for a judged task over candidate NodeInfos (plain JSON), and the job context used."""
     assert task.profile is not None
     resource = task.profile.resource_name
+    records = [node_record(raw, resource, task.job, f"nodes[{i}]") for i, raw in enumerate(nodes_raw)]
+    return score_records(task, records, state)
+
+
+def score_records(
+    task: TaskView, records: Sequence[NodeRecord], state: ExtenderState
+) -> tuple[dict[str, float], JobContext]:
+    """Leaf-packing scores for a judged task over candidate NodeRecords, and the job context they were based on."""
     job = task.job
-    names: list[str] = []
-    fits: list[bool] = []
-    pairs: list[tuple[str, Mapping[str, Any]]] = []
-    for i, raw in enumerate(nodes_raw):
-        if not isinstance(raw, Mapping):
-            raise PayloadError(f"nodes[{i}]: expected a NodeInfo object, got {type(raw).__name__}")
-        cards = node_cards(raw, resource, f"nodes[{i}]")
-        if task.route_planned or task.cards_requested <= 0:
-            fit = cards.total > 0 and cards.free >= cards.total
-        else:
-            fit = cards.free >= task.cards_requested
-        names.append(cards.name)
-        fits.append(fit)
-        node = field(raw, "Node")
-        pairs.append((cards.name, node if isinstance(node, Mapping) else {}))
-        if job:
-            state.observe(job, cards.name, _job_uids_on(raw, job))
-    paths = state.paths_of(pairs)
+    full_node = task.route_planned or task.cards_requested <= 0
+    if job:
+        for record in records:
+            state.observe(job, record.name, record.job_uids)
+    paths = state.paths_of([(r.name, r.labels) for r in records])
 
     placed = state.placed_nodes(job, task.uid) if job else {}
     hosted_leaves: dict[str, int] = {}
@@ -612,10 +701,9 @@ def score_nodes(task: TaskView, nodes_raw: Sequence[Any], state: ExtenderState) 
 
     room: dict[str, int] = {}
     spine_room: dict[str, int] = {}
-    node_paths: list[Path | None] = []
-    for name, fit in zip(names, fits, strict=True):
-        path = paths.get(name)
-        node_paths.append(path)
+    for record in records:
+        path = paths.get(record.name)
+        fit = record.total > 0 and record.free >= record.total if full_node else record.free >= task.cards_requested
         if path and fit:
             room[path[0]] = room.get(path[0], 0) + 1
             if len(path) > 1:
@@ -623,34 +711,63 @@ def score_nodes(task: TaskView, nodes_raw: Sequence[Any], state: ExtenderState) 
     max_room = max(room.values(), default=1) or 1
     max_hosted = max(hosted_leaves.values(), default=1) or 1
 
+    # Every node of a leaf scores the same, so score leaves once.
+    leaf_scores: dict[Path, float] = {}
     scores: dict[str, float] = {}
-    for name, path in zip(names, node_paths, strict=True):
+    for record in records:
+        path = paths.get(record.name)
         if not path:
-            scores[name] = 0.0
+            scores[record.name] = 0.0
             continue
-        leaf = path[0]
-        spine = path[1] if len(path) > 1 else None
-        leaf_room = room.get(leaf, 0)
-        hosted = hosted_leaves.get(leaf, 0)
-        if hosted:
-            base, span = SAME_LEAF
-            score = base + span * hosted / max_hosted
-        elif need is not None and leaf_room >= need:
-            base, span = LEAF_WITH_ROOM
-            slack = leaf_room - need
-            score = base + span * (1.0 - slack / (max_room - need + 1))
-            if spine is not None and hosted_spines.get(spine):
-                score += SAME_SPINE_BONUS
-        elif spine is not None and hosted_spines.get(spine):
-            base, span = SAME_SPINE
-            score = base + span * leaf_room / max_room
-        else:
-            base, span = OTHER
-            score = base + span * leaf_room / max_room
-            if need is not None and spine is not None and spine_room.get(spine, 0) >= need:
-                score += OTHER_SPINE_ROOM_BONUS
-        scores[name] = round(score, 3)
+        score = leaf_scores.get(path)
+        if score is None:
+            score = leaf_scores[path] = _leaf_score(
+                path,
+                room=room,
+                spine_room=spine_room,
+                hosted_leaves=hosted_leaves,
+                hosted_spines=hosted_spines,
+                need=need,
+                max_room=max_room,
+                max_hosted=max_hosted,
+            )
+        scores[record.name] = score
     return scores, context
+
+
+def _leaf_score(
+    path: Path,
+    *,
+    room: Mapping[str, int],
+    spine_room: Mapping[str, int],
+    hosted_leaves: Mapping[str, int],
+    hosted_spines: Mapping[str, int],
+    need: int | None,
+    max_room: int,
+    max_hosted: int,
+) -> float:
+    leaf = path[0]
+    spine = path[1] if len(path) > 1 else None
+    leaf_room = room.get(leaf, 0)
+    hosted = hosted_leaves.get(leaf, 0)
+    if hosted:
+        base, span = SAME_LEAF
+        score = base + span * hosted / max_hosted
+    elif need is not None and leaf_room >= need:
+        base, span = LEAF_WITH_ROOM
+        slack = leaf_room - need
+        score = base + span * (1.0 - slack / (max_room - need + 1))
+        if spine is not None and hosted_spines.get(spine):
+            score += SAME_SPINE_BONUS
+    elif spine is not None and hosted_spines.get(spine):
+        base, span = SAME_SPINE
+        score = base + span * leaf_room / max_room
+    else:
+        base, span = OTHER
+        score = base + span * leaf_room / max_room
+        if need is not None and spine is not None and spine_room.get(spine, 0) >= need:
+            score += OTHER_SPINE_ROOM_BONUS
+    return round(score, 3)
 
 
 __all__ = [
@@ -660,18 +777,24 @@ __all__ = [
     "ExtenderState",
     "JobContext",
     "NodeCards",
+    "NodeRecord",
     "PathReader",
     "PayloadError",
     "TaskView",
+    "decode_json",
+    "fast_node_records",
     "field",
     "fits",
     "is_judged",
     "label_path_reader",
+    "node_record",
     "node_cards",
     "planner_path_reader",
     "predicate",
     "predicate_for",
     "prioritize",
+    "prioritize_body",
     "read_task",
     "score_nodes",
+    "score_records",
 ]

@@ -114,7 +114,7 @@ async def test_internal_error_degrades_to_neutral_scores_and_is_counted(
     def broken(*args: Any, **kwargs: Any) -> Any:
         raise RuntimeError("bug")
 
-    monkeypatch.setattr(extender_scoring, "score_nodes", broken)
+    monkeypatch.setattr(extender_scoring, "score_records", broken)
     status, body = await post(client, "prioritize", {"task": job_task(0), "nodes": [node("n1", tor("A"))]})
     assert (status, body) == (200, {"nodeScore": {}, "errorMessage": ""})
     assert sample(metrics, "ringroute_extender_degraded_total", verb="prioritize") == 1.0

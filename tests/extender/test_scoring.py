@@ -17,6 +17,7 @@ from webhook.extender_scoring import (
     label_path_reader,
     predicate,
     prioritize,
+    prioritize_body,
     read_task,
     score_nodes,
 )
@@ -286,7 +287,30 @@ def test_state_forgets_jobs_after_the_ttl() -> None:
 def test_topology_cache_rereads_a_node_whose_labels_changed() -> None:
     state = fresh_state()
     moved = node("n1", tor("A"))
-    assert state.paths_of([("n1", moved["Node"])]) == {"n1": ("A",)}
+    assert state.paths_of([("n1", moved["Node"]["metadata"]["labels"])]) == {"n1": ("A",)}
     moved = copy.deepcopy(moved)
     moved["Node"]["metadata"]["labels"]["volcano.sh/tor"] = "B"
-    assert state.paths_of([("n1", moved["Node"])]) == {"n1": ("B",)}
+    assert state.paths_of([("n1", moved["Node"]["metadata"]["labels"])]) == {"n1": ("B",)}
+
+
+def test_fast_decoder_and_lenient_reader_give_the_same_scores() -> None:
+    hosting, candidates = three_tier_cluster()
+    partly = node("c-1", leaf_spine("C", "S1"))
+    partly["Releasing"]["ScalarResources"] = {"huawei.com/ascend-1980": 8000.0}
+    nodes = [*hosting, *candidates, partly, node("busy", leaf_spine("D", "S2"), busy=True)]
+    body = json.dumps({"task": job_task(2), "nodes": nodes}).encode()
+    fast = prioritize_body(body, SETTINGS, fresh_state())
+    assert fast == prioritize(job_task(2), nodes, SETTINGS, fresh_state())
+    assert fast["nodeScore"]["a-2"] == max(fast["nodeScore"].values())
+
+
+def test_fast_decoder_falls_back_when_allocatable_is_only_on_the_node_object() -> None:
+    bare = node("n1", tor("A"))
+    bare["Allocatable"] = None
+    body = json.dumps({"task": job_task(0), "nodes": [bare]}).encode()
+    assert prioritize_body(body, SETTINGS, fresh_state())["nodeScore"]["n1"] > 0
+
+
+def test_body_that_is_not_json_is_a_payload_error() -> None:
+    with pytest.raises(PayloadError, match="body: not JSON"):
+        prioritize_body(b"{", SETTINGS, fresh_state())
