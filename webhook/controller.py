@@ -677,10 +677,11 @@ class Controller:
             )
         except (ConfigMapTooLargeError, InputError) as exc:
             self.metrics.plans.labels("failed").inc()
+            written = await self._reset_to_initializing(job, profile, configmap, status)
             message = str(exc)
             if message != memory.failed_message:
                 memory.failed_message = message
-                await self._event(job, configmap, "RankTableFailed", message, "Warning")
+                await self._event(job, written, "RankTableFailed", message, "Warning")
             return None
         if planned.route_problem and planned.route_problem != memory.failed_message:
             memory.failed_message = planned.route_problem
@@ -769,6 +770,18 @@ class Controller:
         status: str | None,
         memory: _JobMemory,
     ) -> None:
+        written = await self._reset_to_initializing(job, profile, configmap, status)
+        message = pending_summary(readout, expected)
+        now = time.monotonic()
+        if message != memory.pending_message and now - memory.pending_at >= self.pending_event_interval_s:
+            memory.pending_message = message
+            memory.pending_at = now
+            await self._event(job, written, "RankTablePending", message, "Normal")
+
+    async def _reset_to_initializing(
+        self, job: Obj, profile: AcceleratorProfile, configmap: Obj | None, status: str | None
+    ) -> Obj | None:
+        """Make sure the ConfigMap exists, is owned by the job, has the launcher, and says "initializing"."""
         data = initializing_data(self.settings, profile)
         if configmap is not None:
             current = configmap.get("data") or {}
@@ -780,29 +793,23 @@ class Controller:
             or (LAUNCHER_KEY not in (configmap.get("data") or {}))
             or not _owned(configmap, job_owner_reference(job))
         )
+        if not needs_write or not self.is_leader():
+            return configmap
         if status == "initializing" and configmap is not None:
             # Keep a hand-made initializing table as the user wrote it; add only what is missing.
             data[profile.rank_table_file] = (configmap.get("data") or {})[profile.rank_table_file]
-        written = configmap
-        if needs_write and self.is_leader():
-            sha = payload_hash(data, {})
-            written = await self._write(
-                job,
-                profile=profile,
-                configmap=configmap,
-                data=data,
-                binary_data={},
-                annotations={FINGERPRINT_ANNOTATION: None, DATA_HASH_ANNOTATION: sha},
-            )
-            if status == "completed":
-                self.metrics.plans.labels("reset").inc()
-                log.info("event=rank-table-reset job=%s detail=pods changed", _key(job))
-        message = pending_summary(readout, expected)
-        now = time.monotonic()
-        if message != memory.pending_message and now - memory.pending_at >= self.pending_event_interval_s:
-            memory.pending_message = message
-            memory.pending_at = now
-            await self._event(job, written, "RankTablePending", message, "Normal")
+        written = await self._write(
+            job,
+            profile=profile,
+            configmap=configmap,
+            data=data,
+            binary_data={},
+            annotations={FINGERPRINT_ANNOTATION: None, DATA_HASH_ANNOTATION: payload_hash(data, {})},
+        )
+        if status == "completed":
+            self.metrics.plans.labels("reset").inc()
+            log.info("event=rank-table-reset job=%s detail=pods changed", _key(job))
+        return written
 
     async def _write(
         self,
