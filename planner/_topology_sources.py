@@ -76,7 +76,9 @@ def _family_keys(family: Sequence[str], present: set[str]) -> list[str]:
 
 
 def _looks_topological(key: str) -> bool:
-    return any(word in key for word in ("tor", "topology", "hypernode", "hypercluster", "spine", "leaf", "rack"))
+    name = key.rsplit("/", 1)[-1]
+    words = ("tor", "tier", "hypernode", "hypercluster", "spine", "leaf", "rack", "core", "switch")
+    return "topology" in key or any(word in name for word in words)
 
 
 def topology_from_nodes(
