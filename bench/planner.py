@@ -1,0 +1,355 @@
+"""Planner benchmark: ringroute's rank orders against the baselines on realistic placements (DESIGN §5).
+
+For every topology family (2-tier ToR, 2-tier rail-optimized, 3-tier; 1:1, 2:1, 4:1 oversubscription), job size
+and placement (fragmented, packed-with-noise on a cluster at ~60 % occupancy) it plans with `plan_ranks` and
+compares the result with every baseline order under the same pattern and routing model (ring with Q = 1, 4, 8
+queue pairs under ecmp, slice and pinned; halving-doubling under ecmp, slice and pinned). Every metric comes
+with its bound. Separate timing cases plan 1,024 and 8,192 servers in fresh processes to report wall time and
+peak RSS. The last line is a summary that checks the required results; the exit code is 1 when one fails.
+
+    python bench/planner.py [--quick] [--seed 7]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import subprocess
+import sys
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from bench._common import emit, peak_rss_mb  # noqa: E402
+from planner._baselines import BASELINES, baseline_order  # noqa: E402
+from planner._model import Device, Layout, Pattern, Placement, Routing, Server, Topology  # noqa: E402
+from planner._network import JobNetwork, job_network  # noqa: E402
+from planner._plan import plan_ranks  # noqa: E402
+from planner._simulate import OrderEvaluation, evaluate_order  # noqa: E402
+from planner._topology_file import generate_topology  # noqa: E402
+
+PlacementKind = Literal["fragmented", "packed"]
+OCCUPANCY = 0.6
+"""Share of the cluster's servers in use after the job is placed (background jobs + this job)."""
+QAP_MAX_SERVERS = 128
+"""The generic QAP mapper only runs on small jobs (it is slow and stalls far above the bound)."""
+EPS = 1e-9
+
+
+@dataclass(frozen=True)
+class Family:
+    """A topology family: layout, tiers, oversubscription and switch sizes."""
+
+    name: str
+    layout: Layout
+    servers_per_leaf: int
+    leaf_oversubscription: float
+    leaves_per_pod: int | None = None
+    spine_oversubscription: float = 1.0
+
+
+def families(quick: bool) -> list[Family]:
+    """The families of DESIGN §5 (a subset with --quick)."""
+    full = [
+        Family(f"{name}-{int(over)}to1", layout, per_leaf, over, pods)
+        for name, layout, per_leaf, pods in (
+            ("tor-2tier", "tor", 8, None),
+            ("rail-2tier", "rail", 16, None),
+            ("tor-3tier", "tor", 8, 8),
+        )
+        for over in (1.0, 2.0, 4.0)
+    ]
+    full.append(Family("tor-3tier-spine-2to1", "tor", 8, 1.0, 8, 2.0))
+    if not quick:
+        return full
+    keep = {"tor-2tier-1to1", "tor-2tier-2to1", "rail-2tier-1to1", "tor-3tier-4to1"}
+    return [f for f in full if f.name in keep]
+
+
+def job_sizes(quick: bool) -> list[int]:
+    """Servers per job (x 8 NPUs)."""
+    return [64, 512] if quick else [64, 128, 512, 1024, 4096]
+
+
+def cluster_topology(family: Family, job: int) -> Topology:
+    """A cluster big enough that the job plus background load fill ~OCCUPANCY of it (whole pods in 3 tiers)."""
+    servers = math.ceil(job / (OCCUPANCY - 0.25))
+    leaves = math.ceil(servers / family.servers_per_leaf)
+    if family.leaves_per_pod:
+        leaves = math.ceil(leaves / family.leaves_per_pod) * family.leaves_per_pod
+    return generate_topology(
+        leaves=leaves,
+        servers_per_leaf=family.servers_per_leaf,
+        leaves_per_pod=family.leaves_per_pod,
+        layout=family.layout,
+        nics_per_server=8,
+        leaf_oversubscription=family.leaf_oversubscription,
+        spine_oversubscription=family.spine_oversubscription,
+    )
+
+
+def _server(index: int, node: str, node_number: int) -> Server:
+    ip = f"10.{(node_number >> 16) & 255}.{(node_number >> 8) & 255}.{node_number & 255}"
+    devices = tuple(
+        Device(device_id=d, device_ip=f"172.{16 + d}.{(node_number >> 8) & 255}.{node_number & 255}")
+        for d in range(8)
+    )
+    return Server(
+        pod_name=f"bench-worker-{index}",
+        node_name=node,
+        server_id=ip,
+        host_ip=ip,
+        pod_ip=f"192.168.{(index >> 8) & 255}.{index & 255}",
+        task_name="worker",
+        task_index=index,
+        devices=devices,
+    )
+
+
+def place(topology: Topology, job: int, kind: PlacementKind, rng: np.random.Generator) -> Placement:
+    """The job's pods on the cluster, in pod-index order.
+
+    Background jobs hold a random 25 % of the nodes. `fragmented`: the job takes random free nodes, and Volcano
+    binds pod indices in no topological order. `packed`: a leaf-packing scheduler fills free nodes leaf by leaf
+    from a random leaf; pod indices follow the fill order with 20 % of them swapped (binding races).
+    """
+    nodes = sorted(topology.paths, key=lambda n: (topology.paths[n], n))
+    busy = rng.random(len(nodes)) < 0.25
+    free = [n for n, b in zip(nodes, busy, strict=True) if not b]
+    if kind == "fragmented":
+        chosen = [free[i] for i in rng.choice(len(free), size=job, replace=False)]
+    else:
+        start = int(rng.integers(len(free)))
+        chosen = [free[(start + i) % len(free)] for i in range(job)]
+        swaps = rng.choice(job, size=(job // 5, 2), replace=True)
+        for a, b in swaps.tolist():
+            chosen[a], chosen[b] = chosen[b], chosen[a]
+    number = {n: i for i, n in enumerate(nodes)}
+    servers = tuple(_server(i, node, number[node]) for i, node in enumerate(chosen))
+    return Placement(job_name="bench", namespace="default", servers=servers)
+
+
+def _metrics(evaluation: OrderEvaluation, pattern: Pattern) -> dict[str, Any]:
+    out = evaluation.to_dict()
+    for key in ("pattern", "routing", "qps"):
+        out.pop(key)
+    busbw = evaluation.ring_busbw if pattern == "ring" else evaluation.hd_busbw
+    out["busbw"] = busbw
+    out["busbw_bound"] = 1.0 / evaluation.max_link_load_bound
+    out["busbw_gap"] = out["busbw_bound"] - busbw
+    out["cross_edge_gaps"] = [c - b for c, b in zip(evaluation.cross_edges, evaluation.cross_edge_bounds, strict=True)]
+    return out
+
+
+VARIANTS: dict[str, list[tuple[Routing, int]]] = {
+    "ring": [("ecmp", 1), ("ecmp", 4), ("ecmp", 8), ("slice", 1), ("pinned", 1)],
+    "halving-doubling": [("ecmp", 1), ("slice", 1), ("pinned", 1)],
+}
+
+
+def run_case(
+    family: Family, job: int, kind: PlacementKind, seed: int, quick: bool
+) -> Iterator[dict[str, Any]]:
+    """JSON rows of one case: one per (pattern, routing, qps) with every order's metrics."""
+    rng = np.random.default_rng(seed)
+    topology = cluster_topology(family, job)
+    placement = place(topology, job, kind, rng)
+    network: JobNetwork = job_network(topology, [s.node_name for s in placement.servers])
+    names = [b for b in BASELINES if b != "qap" or job <= QAP_MAX_SERVERS]
+    for pattern in ("ring", "halving-doubling"):
+        # Halving-doubling runs on power-of-two jobs (fragmented) and on non-power-of-two ones (packed, 7/8 of
+        # the servers) so that the fold/unfold steps are exercised too.
+        hd_servers = job if pattern == "ring" or kind == "fragmented" else job - job // 8
+        if hd_servers != job:
+            case_placement = Placement(placement.job_name, placement.namespace, placement.servers[:hd_servers])
+            case_network = job_network(topology, [s.node_name for s in case_placement.servers])
+        else:
+            case_placement, case_network = placement, network
+        baselines: dict[str, tuple[int, ...]] = {}
+        baseline_seconds: dict[str, float] = {}
+        for name in names:
+            started = time.perf_counter()
+            baselines[name] = baseline_order(name, case_placement, topology, seed, pattern=pattern)
+            baseline_seconds[name] = time.perf_counter() - started
+        variants = VARIANTS[pattern] if not quick else [v for v in VARIANTS[pattern] if v[1] != 8]
+        for routing, qps in variants:
+            plan = plan_ranks(case_placement, topology, pattern, routing, qps=qps, rng=seed)
+            orders: dict[str, dict[str, Any]] = {"ringroute": _metrics(plan.after, pattern)}
+            for name, order in baselines.items():
+                evaluation = evaluate_order(case_network, order, pattern=pattern, routing=routing, qps=qps)
+                orders[name] = _metrics(evaluation, pattern)
+            yield {
+                "case": "plan",
+                "family": family.name,
+                "layout": family.layout,
+                "switch_tiers": network.switch_tiers,
+                "leaf_oversubscription": family.leaf_oversubscription,
+                "spine_oversubscription": family.spine_oversubscription,
+                "servers": case_network.servers,
+                "npus": case_network.servers * 8,
+                "leaves_touched": len(case_network.leaf_names),
+                "cluster_servers": len(topology.paths),
+                "placement": kind,
+                "pattern": pattern,
+                "routing": routing,
+                "qps": qps,
+                "plan_status": plan.status,
+                "plan_message": plan.message,
+                "plan_wall_s": plan.wall_time_s,
+                "pinned_routes": plan.routes.to_dict() if plan.routes is not None else None,
+                "baseline_wall_s": baseline_seconds,
+                "orders": orders,
+            }
+
+
+# -- timing cases (fresh process each, so peak RSS is the planner's own) -----------------------------------------
+
+
+def timing_case(servers: int, seed: int) -> dict[str, Any]:
+    """Plan a `servers`-server ring job (ToR 2-tier 1:1, fragmented) in this process; wall time and peak RSS."""
+    family = Family("tor-2tier-1to1", "tor", 8, 1.0)
+    rng = np.random.default_rng(seed)
+    topology = cluster_topology(family, servers)
+    placement = place(topology, servers, "fragmented", rng)
+    rss_before = peak_rss_mb()
+    started = time.perf_counter()
+    plan = plan_ranks(placement, topology, "ring", "ecmp", rng=seed)
+    wall = time.perf_counter() - started
+    return {
+        "case": "timing",
+        "family": family.name,
+        "servers": servers,
+        "npus": servers * 8,
+        "cluster_servers": len(topology.paths),
+        "plan_wall_s": wall,
+        "plan_status": plan.status,
+        "peak_rss_mb": peak_rss_mb(),
+        "peak_rss_before_plan_mb": rss_before,
+        "max_link_load": plan.after.max_link_load,
+        "max_link_load_bound": plan.after.max_link_load_bound,
+    }
+
+
+def timing_in_subprocess(servers: int, seed: int) -> dict[str, Any]:
+    """Run `timing_case` in a fresh interpreter and return its JSON line."""
+    output = subprocess.run(
+        [sys.executable, str(Path(__file__).resolve()), "--timing-case", str(servers), "--seed", str(seed)],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
+    record: dict[str, Any] = json.loads(output.strip().splitlines()[-1])
+    return record
+
+
+# -- summary ----------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Tally:
+    """Counts of cases meeting each required result, with the first few failures named."""
+
+    passed: int = 0
+    total: int = 0
+    failures: list[str] | None = None
+
+    def add(self, ok: bool, label: str) -> None:
+        self.total += 1
+        if ok:
+            self.passed += 1
+            return
+        self.failures = self.failures or []
+        if len(self.failures) < 5:
+            self.failures.append(label)
+
+    def summary(self) -> dict[str, Any]:
+        share = self.passed / self.total if self.total else 1.0
+        return {"passed": self.passed, "cases": self.total, "share": share, "first_failures": self.failures or []}
+
+
+def summarise(rows: Sequence[dict[str, Any]], timings: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """The summary line: each required result of issue 2 with its pass share."""
+    cross = Tally()
+    pinned = Tally()
+    vs_vendor = Tally()
+    vs_all = Tally()
+    plan_1024: list[float] = []
+    for row in rows:
+        label = f"{row['family']}/{row['servers']}/{row['placement']}/{row['pattern']}/{row['routing']}/q{row['qps']}"
+        mine = row["orders"]["ringroute"]
+        if row["pattern"] == "ring":
+            cross.add(mine["cross_edges"] == mine["cross_edge_bounds"], label)
+        if row["routing"] == "pinned":
+            pinned.add(abs(mine["max_link_load"] - mine["max_link_load_bound"]) < EPS, label)
+        else:
+            vendor = row["orders"]["nslb"]
+            vs_vendor.add(mine["max_link_load"] <= vendor["max_link_load"] + EPS, label)
+            best = max(o["busbw"] for name, o in row["orders"].items() if name != "ringroute")
+            vs_all.add(mine["busbw"] >= best - EPS, label)
+        if row["servers"] == 1024:
+            plan_1024.append(row["plan_wall_s"])
+    by_size = {t["servers"]: t for t in timings}
+    limits = {1024: 0.5, 8192: 5.0}
+    timing_ok = {
+        str(n): bool(n in by_size and by_size[n]["plan_wall_s"] <= limit) for n, limit in limits.items()
+    }
+    rss = max((t["peak_rss_mb"] for t in timings), default=0.0)
+    checks = {
+        "cross_tier_ring_edges_at_bound": cross.summary(),
+        "pinned_max_load_at_lambda_star": pinned.summary(),
+        "ecmp_slice_max_load_at_most_nslb": vs_vendor.summary(),
+        "ecmp_slice_busbw_at_least_every_baseline": vs_all.summary(),
+    }
+    ok = all(c["share"] == 1.0 for c in checks.values()) and all(timing_ok.values()) and rss <= 500.0
+    return {
+        "case": "summary",
+        "ok": ok,
+        **checks,
+        "plan_time_s": {str(n): by_size[n]["plan_wall_s"] for n in limits if n in by_size},
+        "plan_time_within_limit": timing_ok,
+        "plan_time_limits_s": {str(n): v for n, v in limits.items()},
+        "max_plan_wall_s_any_variant_1024": max(plan_1024, default=None),
+        "peak_rss_mb": rss,
+        "peak_rss_limit_mb": 500.0,
+        "rows": len(rows),
+    }
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="a fast subset of families, sizes and variants")
+    parser.add_argument("--seed", type=int, default=7, help="seed of placements, baselines and plans")
+    parser.add_argument("--timing-case", type=int, default=None, help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.timing_case is not None:
+        emit(timing_case(args.timing_case, args.seed))
+        return 0
+    started = time.perf_counter()
+    rows: list[dict[str, Any]] = []
+    for family in families(args.quick):
+        for job in job_sizes(args.quick):
+            if job == 4096 and family.leaf_oversubscription != 1.0 and family.name != "tor-3tier-4to1":
+                continue  # keep the 4,096-server jobs to a representative few so the run stays in minutes
+            for kind in ("fragmented", "packed"):
+                for row in run_case(family, job, kind, args.seed, args.quick):
+                    emit(row)
+                    rows.append(row)
+    timings = [timing_in_subprocess(n, args.seed) for n in (1024, 8192)]
+    for record in timings:
+        emit(record)
+    summary = summarise(rows, timings)
+    summary["bench_wall_s"] = time.perf_counter() - started
+    emit(summary)
+    return 0 if summary["ok"] else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
