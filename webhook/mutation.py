@@ -27,6 +27,7 @@ from webhook.policy.jobview import (
     configmap_mounts,
     escape_pointer,
     read_job,
+    unwrap_launcher,
 )
 from webhook.policy.route_plan import HOSTNAME_KEY, has_hostname_anti_affinity
 from webhook.settings import INJECTED_ANNOTATION, RING_LABEL, AcceleratorProfile, Settings
@@ -128,7 +129,7 @@ def _rank_table_dir(container: ContainerView, task: TaskView, configmap: str) ->
 def _launcher_command(command: Sequence[Any], directory: str) -> list[Any] | None:
     """The wrapped command, or None when it is already wrapped (or there is nothing to wrap)."""
     script = f"{directory.rstrip('/')}/{LAUNCHER_KEY}"
-    if not command or (len(command) >= 2 and command[1] == script):
+    if not command or len(unwrap_launcher(command)) != len(command):
         return None
     return ["/bin/sh", script, "--", *command]
 
@@ -136,7 +137,9 @@ def _launcher_command(command: Sequence[Any], directory: str) -> list[Any] | Non
 def _mutate_task(view: JobView, task: TaskView, profile: AcceleratorProfile, configmap: str, patch: _Patch) -> None:
     spec_ptr = f"{task.pointer}/template/spec"
     volumes = task.volumes
-    taken = {n for n in (as_mapping(v).get("name") for v in volumes) if isinstance(n, str)}
+    # Names mounted by any container count as taken even without a volume: reusing one would change a mount.
+    mounted = (as_mapping(m).get("name") for c in (*task.containers, *task.init_containers) for m in c.mounts)
+    taken = {n for n in (*(as_mapping(v).get("name") for v in volumes), *mounted) if isinstance(n, str)}
     new_volumes: list[dict[str, Any]] = []
 
     # The rank-table ConfigMap volume: reuse the user's volume of that ConfigMap if there is one.

@@ -385,3 +385,14 @@ def test_mutation_is_idempotent_and_always_applies(job: dict[str, Any]) -> None:
     once = apply_ops(job, ops)
     assert mutate(once, settings) == []
     assert {op.op for op in ops} <= {"add"}
+
+
+def test_a_mount_of_a_missing_volume_named_like_the_config_volume_keeps_its_meaning(settings: Settings) -> None:
+    job = bare_job()
+    container(job)["volumeMounts"] = [{"name": "ringroute-config", "mountPath": "/data"}]
+    container(job)["env"] = [{"name": "ROUTE_PLAN", "value": "true"}]
+    mutated = apply_ops(job, mutate(job, settings))
+    volumes = {v["name"]: v for v in mutated["spec"]["tasks"][0]["template"]["spec"]["volumes"]}
+    assert "ringroute-config" not in volumes
+    assert volumes["ringroute-config-2"]["configMap"] == {"name": "configmap1980-bare"}
+    assert mutate(mutated, settings) == []

@@ -27,6 +27,8 @@ LAUNCHER_SCRIPT = "ringroute-launcher.sh"
 
 def as_mapping(value: Any) -> Mapping[str, Any]:
     """`value` if it is a JSON object, else an empty mapping."""
+    if type(value) is dict:  # the common case, and much cheaper than an ABC check
+        return value
     return value if isinstance(value, Mapping) else EMPTY
 
 
@@ -128,11 +130,10 @@ class TaskView:
     pod_spec: Mapping[str, Any]
     containers: tuple[ContainerView, ...]
     init_containers: tuple[ContainerView, ...]
-
-    @property
-    def npu_containers(self) -> tuple[ContainerView, ...]:
-        """Regular containers that ask for cards."""
-        return tuple(c for c in self.containers if c.is_npu)
+    npu_containers: tuple[ContainerView, ...]
+    """Regular containers that ask for cards."""
+    volumes_by_name: Mapping[str, Mapping[str, Any]]
+    """The pod's volumes by name (the first one wins on duplicates)."""
 
     @property
     def is_npu(self) -> bool:
@@ -154,10 +155,7 @@ class TaskView:
 
     def volume(self, name: Any) -> Mapping[str, Any] | None:
         """The pod volume called `name`."""
-        for volume in self.volumes:
-            if as_mapping(volume).get("name") == name:
-                return as_mapping(volume)
-        return None
+        return self.volumes_by_name.get(name) if isinstance(name, str) else None
 
 
 @dataclass(frozen=True, slots=True)
@@ -173,28 +171,15 @@ class JobView:
     profile_label: str | None
     profile: AcceleratorProfile | None
     tasks: tuple[TaskView, ...]
-
-    @property
-    def npu_tasks(self) -> tuple[TaskView, ...]:
-        """Tasks whose pods use the accelerator."""
-        return tuple(t for t in self.tasks if t.is_npu)
+    npu_tasks: tuple[TaskView, ...]
+    """Tasks whose pods use the accelerator."""
+    route_planned: bool
+    """Route planning is asked for (job annotation, or `ROUTE_PLAN=true` on any container)."""
 
     @property
     def npu_pods(self) -> int:
         """NPU pods of the whole job."""
         return sum(t.replicas for t in self.npu_tasks)
-
-    @property
-    def route_planned(self) -> bool:
-        """Route planning is asked for (job annotation, or `ROUTE_PLAN=true` on any container)."""
-        if is_true(as_str(self.annotations.get(ROUTE_PLAN_ANNOTATION))):
-            return True
-        for task in self.tasks:
-            for container in (*task.containers, *task.init_containers):
-                found = env_value(container.container, ROUTE_PLAN_ENV)
-                if found is not None and is_true(found[1]):
-                    return True
-        return False
 
     @property
     def launcher_enabled(self) -> bool:
@@ -253,6 +238,15 @@ def read_job(job: Mapping[str, Any], settings: Settings) -> JobView:
         field = f"spec.tasks[{i}]"
         pointer = f"/spec/tasks/{i}"
         replicas = task.get("replicas")
+        containers = _container_views(
+            pod_spec, "containers", f"{field}.template.spec", f"{pointer}/template/spec", resource
+        )
+        volumes_by_name: dict[str, Mapping[str, Any]] = {}
+        for raw_volume in as_list(pod_spec.get("volumes")):
+            volume = as_mapping(raw_volume)
+            name = volume.get("name")
+            if isinstance(name, str):
+                volumes_by_name.setdefault(name, volume)
         tasks.append(
             TaskView(
                 index=i,
@@ -262,25 +256,39 @@ def read_job(job: Mapping[str, Any], settings: Settings) -> JobView:
                 replicas=replicas if isinstance(replicas, int) and not isinstance(replicas, bool) else 0,
                 template=template,
                 pod_spec=pod_spec,
-                containers=_container_views(
-                    pod_spec, "containers", f"{field}.template.spec", f"{pointer}/template/spec", resource
-                ),
+                containers=containers,
                 init_containers=_container_views(
                     pod_spec, "initContainers", f"{field}.template.spec", f"{pointer}/template/spec", resource
                 ),
+                npu_containers=tuple(c for c in containers if c.is_npu),
+                volumes_by_name=volumes_by_name,
             )
         )
+    annotations = as_mapping(metadata.get("annotations"))
     return JobView(
         job=job,
         name=as_str(metadata.get("name")) or None,
         namespace=as_str(metadata.get("namespace")) or None,
         labels=labels,
-        annotations=as_mapping(metadata.get("annotations")),
+        annotations=annotations,
         spec=spec,
         profile_label=profile_label,
         profile=profile,
         tasks=tuple(tasks),
+        npu_tasks=tuple(t for t in tasks if t.is_npu),
+        route_planned=_route_planned(annotations, tasks),
     )
+
+
+def _route_planned(annotations: Mapping[str, Any], tasks: Sequence[TaskView]) -> bool:
+    if is_true(as_str(annotations.get(ROUTE_PLAN_ANNOTATION))):
+        return True
+    for task in tasks:
+        for container in (*task.containers, *task.init_containers):
+            found = env_value(container.container, ROUTE_PLAN_ENV)
+            if found is not None and is_true(found[1]):
+                return True
+    return False
 
 
 def configmap_mounts(

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import posixpath
 import re
-import shlex
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -62,10 +61,9 @@ def working_dir(container: ContainerView) -> WorkingDir | None:
     if shell is not None:
         match = _CD.match(shell[0])
         if match:
-            try:
-                target = shlex.split(match.group(1))[0]
-            except (ValueError, IndexError):
-                target = match.group(1)
+            target = match.group(1)
+            if target[0] in "\"'":
+                target = target[1:-1]
             if not target.startswith("/"):
                 target = posixpath.join(base or "/", target)
             return WorkingDir(posixpath.normpath(target), shell[1])
