@@ -299,15 +299,18 @@ def _max_switch_loads(network: JobNetwork, routed: _Routed, seeds: int) -> np.nd
     """Largest switch-link load under each seed, shape (seeds,)."""
     if not routed.cross.size:
         return np.zeros(seeds)
-    # Switch links follow the NIC links in the id layout; count only them.
+    # Switch links follow the NIC links in the id layout; count only them, one seed at a time (a bincount over
+    # a range that fits in cache is several times faster than one over all seeds at once).
     first = network.first_switch_link
-    links = routed.links - first
     width = network.num_links - first
-    keyed = links + (np.arange(seeds) * width)[:, None, None]
-    # Only 3-tier routes pad with -1 (flows that stay inside their pod).
-    keyed = keyed[routed.links >= 0] if links.shape[2] > 2 else keyed.ravel()
-    counts = np.bincount(keyed, minlength=seeds * width).reshape(seeds, width)
-    largest: np.ndarray = counts.max(axis=1) * routed.sub.weight
+    padded = routed.links.shape[2] > 2  # only 3-tier routes pad with -1 (flows that stay inside their pod)
+    largest = np.zeros(seeds)
+    for seed in range(seeds):
+        links = routed.links[seed].ravel()
+        if padded:
+            links = links[links >= 0]
+        largest[seed] = np.bincount(links - first, minlength=width).max()
+    largest *= routed.sub.weight
     return largest
 
 
@@ -401,6 +404,12 @@ class OrderEvaluation:
     pattern: str = "ring"
     routing: str = "ecmp"
     qps: int = 1
+    max_link_load_sem: float = 0.0
+    """Standard error of `max_link_load` over the ecmp seeds (0 for deterministic routing)."""
+    ring_busbw_sem: float = 0.0
+    """Standard error of `ring_busbw` over the ecmp seeds."""
+    hd_busbw_sem: float = 0.0
+    """Standard error of `hd_busbw` over the ecmp seeds."""
 
     @property
     def max_link_load_gap(self) -> float:
@@ -479,12 +488,18 @@ def _step_max_loads(
     return out
 
 
-def _busbw(loads: np.ndarray, sizes: np.ndarray) -> float:
-    """Mean over seeds of ideal time / simulated time, step time = data x largest load (at least 1)."""
+def _sem(values: np.ndarray) -> float:
+    """Standard error of the mean of per-seed values."""
+    return float(values.std(ddof=1) / np.sqrt(values.size)) if values.size > 1 else 0.0
+
+
+def _busbw(loads: np.ndarray, sizes: np.ndarray) -> tuple[float, float]:
+    """(mean, standard error) over seeds of ideal time / simulated time, step time = data x largest load."""
     if not loads.size:
-        return 1.0
+        return 1.0, 0.0
     times = (sizes[:, None] * np.maximum(loads, 1.0)).sum(axis=0)
-    return float(np.mean(sizes.sum() / times))
+    per_seed = sizes.sum() / times
+    return float(np.mean(per_seed)), _sem(per_seed)
 
 
 def evaluate_order(
@@ -521,22 +536,28 @@ def evaluate_order(
     if pattern in ("halving-doubling", "mixed"):
         chosen.append(hd_loads)
     stacked = np.concatenate(chosen, axis=0)
-    max_load = float(stacked.max(axis=0).mean()) if stacked.size else 0.0
+    per_seed_max = stacked.max(axis=0) if stacked.size else np.zeros(1)
+    max_load = float(per_seed_max.mean())
     bound_steps = (ring_steps if pattern in ("ring", "mixed") else []) + (
         hd_steps if pattern in ("halving-doubling", "mixed") else []
     )
     bound = max((lambda_star(network, s) for s in bound_steps), default=1)
     counts, bounds = cross_edges(network, ranks.tolist())
+    ring_busbw, ring_sem = _busbw(ring_loads, ring_sizes)
+    hd_busbw, hd_sem = _busbw(hd_loads, hd_sizes)
     return OrderEvaluation(
         cross_edges=counts,
         cross_edge_bounds=bounds,
         max_link_load=max_load,
         max_link_load_bound=bound,
-        ring_busbw=_busbw(ring_loads, ring_sizes),
-        hd_busbw=_busbw(hd_loads, hd_sizes),
+        ring_busbw=ring_busbw,
+        hd_busbw=hd_busbw,
         pattern=pattern,
         routing=routing,
         qps=qps,
+        max_link_load_sem=_sem(per_seed_max),
+        ring_busbw_sem=ring_sem,
+        hd_busbw_sem=hd_sem,
     )
 
 
