@@ -64,6 +64,7 @@ class Request:
     path: str
     query: dict[str, str]
     status: int = 0
+    agent: str = ""
 
 
 @dataclass
@@ -162,10 +163,13 @@ class FakeApiServer:
         if self._runner is not None:
             await self._runner.cleanup()
 
-    def client(self) -> ApiClient:
-        """A kubernetes_asyncio ApiClient pointed at this server."""
+    def client(self, agent: str | None = None) -> ApiClient:
+        """A kubernetes_asyncio ApiClient pointed at this server (its User-Agent names the replica)."""
         configuration = Configuration(host=f"http://127.0.0.1:{self.port}")
-        return ApiClient(configuration)
+        api = ApiClient(configuration)
+        if agent:
+            api.user_agent = agent
+        return api
 
     # -- direct access for tests (no HTTP) -------------------------------------------------------------------
 
@@ -294,7 +298,7 @@ class FakeApiServer:
     # -- HTTP ------------------------------------------------------------------------------------------------
 
     async def _handle(self, request: web.Request) -> web.StreamResponse:
-        record = Request(request.method, request.path, dict(request.query))
+        record = Request(request.method, request.path, dict(request.query), agent=request.headers.get("User-Agent", ""))
         self.requests.append(record)
         response = await self._dispatch(request)
         record.status = response.status

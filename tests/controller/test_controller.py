@@ -292,5 +292,7 @@ async def test_a_table_too_large_for_a_configmap_is_a_failed_event_not_a_truncat
             defaults["limit"] = original
         assert h.status("huge") == "initializing"
         failed = h.events("RankTableFailed")
-        assert failed and "limit 2000" in failed[-1]["message"] and "gzipRankTable" in failed[-1]["message"]
+        assert failed
+        assert "limit 2000" in failed[-1]["message"]
+        assert "gzipRankTable" in failed[-1]["message"]
         assert failed[-1]["type"] == "Warning"
