@@ -153,7 +153,9 @@ def _private_file(data: bytes) -> Iterator[str]:
         # An anonymous in-memory file: works on a read-only root filesystem and leaves no key on disk.
         fd = memfd_create("ringroute-cert", 0)
         try:
-            os.write(fd, data)
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view) :]
             yield f"/proc/self/fd/{fd}"
         finally:
             os.close(fd)

@@ -28,7 +28,6 @@ from certs import (
     CA_KEY_FILE,
     CERT_FILE,
     KEY_FILE,
-    CertificateError,
     certificate_info,
     issue_bundle,
     service_dns_names,
@@ -120,8 +119,8 @@ class SelfSignedCertificates:
                 outcome = await self.sync()
                 if outcome != "current":
                     log.info("event=self_signed_secret_%s secret=%s/%s", outcome, *self._secret_ref())
-            except (KubeError, CertificateError, OSError) as exc:
-                log.error("event=self_signed_sync_failed secret=%s/%s error=%r", *self._secret_ref(), exc)
+            except Exception:  # a renewal loop that dies would let the certificate expire: log and retry
+                log.exception("event=self_signed_sync_failed secret=%s/%s", *self._secret_ref())
                 delay = min(delay, 30.0)
             if await sleep_or_stop(stop, delay):
                 return
@@ -177,7 +176,8 @@ class SelfSignedCertificates:
             bundle = issue_bundle(
                 s.service, namespace, days=s.days, ca_cert_pem=previous.ca_cert, ca_key_pem=previous.ca_key, now=now
             )
-            return _Material(previous.ca_bundle, bundle.cert_pem, bundle.key_pem, previous.ca_cert, previous.ca_key)
+            ca_bundle = _unexpired(previous.ca_bundle, now) or previous.ca_cert
+            return _Material(ca_bundle, bundle.cert_pem, bundle.key_pem, previous.ca_cert, previous.ca_key)
         bundle = issue_bundle(s.service, namespace, days=s.days, ca_days=s.ca_days, now=now)
         ca_bundle = bundle.ca_cert_pem
         if previous is not None and certificate_info(previous.ca_cert).remaining(now) > dt.timedelta(0):
@@ -295,6 +295,15 @@ def _read_secret(secret: dict[str, Any]) -> tuple[_Material | None, str]:
         ),
         "",
     )
+
+
+def _unexpired(pem_bundle: bytes, now: dt.datetime) -> bytes:
+    """The certificates of a PEM bundle that are still valid at `now`, in order (a lapsed old CA drops out)."""
+    try:
+        certificates = x509.load_pem_x509_certificates(pem_bundle)
+    except ValueError:
+        return b""
+    return b"".join(c.public_bytes(serialization.Encoding.PEM) for c in certificates if c.not_valid_after_utc > now)
 
 
 def _b64(data: bytes) -> str:

@@ -178,3 +178,32 @@ def test_secret_reference_must_be_namespace_slash_name(value: str) -> None:
 
 def test_secret_reference_splits_namespace_and_name() -> None:
     assert parse_secret_ref("ringroute-system/ringroute-webhook-tls") == ("ringroute-system", "ringroute-webhook-tls")
+
+
+async def test_renewal_drops_a_lapsed_old_ca_from_the_bundle(
+    api: FakeApi, repository: KubeRepository, tmp_path: Path
+) -> None:
+    from certs import issue_bundle
+
+    current = issue_bundle("ringroute-webhook", NS, days=10, ca_days=3650)
+    lapsed = issue_bundle("ringroute-webhook", NS, days=1, now=NOW - dt.timedelta(days=800))
+
+    def b64(data: bytes) -> str:
+        return base64.b64encode(data).decode()
+
+    api.put(
+        "secrets",
+        NS,
+        {
+            "metadata": {"name": SECRET, "namespace": NS},
+            "type": "kubernetes.io/tls",
+            "data": {
+                "ca.crt": b64(current.ca_cert_pem + lapsed.ca_cert_pem),
+                "tls.crt": b64(current.cert_pem),
+                "tls.key": b64(current.key_pem),
+                "ca.key": b64(current.ca_key_pem),
+            },
+        },
+    )
+    assert await manager(repository, tmp_path).sync() == "renewed"
+    assert secret_data(api)["ca.crt"] == current.ca_cert_pem
