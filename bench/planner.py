@@ -58,13 +58,14 @@ class Family:
 
 def families(quick: bool) -> list[Family]:
     """The families of DESIGN §5 (a subset with --quick)."""
+    shapes: list[tuple[str, Layout, int, int | None]] = [
+        ("tor-2tier", "tor", 8, None),
+        ("rail-2tier", "rail", 16, None),
+        ("tor-3tier", "tor", 8, 8),
+    ]
     full = [
         Family(f"{name}-{int(over)}to1", layout, per_leaf, over, pods)
-        for name, layout, per_leaf, pods in (
-            ("tor-2tier", "tor", 8, None),
-            ("rail-2tier", "rail", 16, None),
-            ("tor-3tier", "tor", 8, 8),
-        )
+        for name, layout, per_leaf, pods in shapes
         for over in (1.0, 2.0, 4.0)
     ]
     full.append(Family("tor-3tier-spine-2to1", "tor", 8, 1.0, 8, 2.0))

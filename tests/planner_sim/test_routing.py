@@ -19,7 +19,8 @@ COLLIDING_RING = [0, 2, 4, 3, 1, 5]
 
 
 def _switch_loads(loads: np.ndarray, net_tiers: np.ndarray) -> np.ndarray:
-    return loads[net_tiers != LINK_TIER_NIC]
+    switch: np.ndarray = loads[net_tiers != LINK_TIER_NIC]
+    return switch
 
 
 def test_slice_pinning_sends_equal_slots_from_two_leaves_down_the_same_spine() -> None:
