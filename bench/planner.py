@@ -75,9 +75,48 @@ def families(quick: bool) -> list[Family]:
     return [f for f in full if f.name in keep]
 
 
-def job_sizes(quick: bool) -> list[int]:
-    """Servers per job (x 8 NPUs)."""
-    return [64, 512] if quick else [64, 128, 512, 1024, 4096]
+@dataclass(frozen=True)
+class Case:
+    """One benchmark case: family, job size, placement kind and which variants to run."""
+
+    family: Family
+    servers: int
+    placement: PlacementKind
+    variants: tuple[tuple[Pattern, Routing, int], ...]
+
+
+ALL_VARIANTS: tuple[tuple[Pattern, Routing, int], ...] = (
+    ("ring", "ecmp", 1),
+    ("ring", "ecmp", 4),
+    ("ring", "ecmp", 8),
+    ("ring", "slice", 1),
+    ("ring", "pinned", 1),
+    ("halving-doubling", "ecmp", 1),
+    ("halving-doubling", "slice", 1),
+    ("halving-doubling", "pinned", 1),
+)
+LARGE_VARIANTS = tuple(v for v in ALL_VARIANTS if v[2] != 4)
+RING_ONLY = tuple(v for v in ALL_VARIANTS if v[0] == "ring" and v[2] == 1)
+
+
+def cases(quick: bool) -> list[Case]:
+    """The benchmark matrix, sized to run in minutes on 2 cores (--quick: well under a minute)."""
+    chosen: list[Case] = []
+    kinds: tuple[PlacementKind, ...] = ("fragmented", "packed")
+    for family in families(quick):
+        sizes = [64, 512]
+        if not quick and family.name == "tor-2tier-1to1":
+            sizes = [64, 128, 512, 1024]
+        elif not quick and family.name in ("tor-2tier-4to1", "rail-2tier-1to1", "tor-3tier-1to1"):
+            sizes = [64, 512, 1024]
+        for servers in sizes:
+            variants = ALL_VARIANTS if servers < 1024 else LARGE_VARIANTS
+            if quick:
+                variants = tuple(v for v in variants if v[2] != 8)
+            chosen += [Case(family, servers, kind, variants) for kind in kinds]
+    if not quick:
+        chosen.append(Case(families(False)[0], 4096, "fragmented", RING_ONLY))
+    return chosen
 
 
 def cluster_topology(family: Family, job: int) -> Topology:
@@ -150,20 +189,16 @@ def _metrics(evaluation: OrderEvaluation, pattern: Pattern) -> dict[str, Any]:
     return out
 
 
-VARIANTS: dict[str, list[tuple[Routing, int]]] = {
-    "ring": [("ecmp", 1), ("ecmp", 4), ("ecmp", 8), ("slice", 1), ("pinned", 1)],
-    "halving-doubling": [("ecmp", 1), ("slice", 1), ("pinned", 1)],
-}
-
-
-def run_case(family: Family, job: int, kind: PlacementKind, seed: int, quick: bool) -> Iterator[dict[str, Any]]:
+def run_case(case: Case, seed: int) -> Iterator[dict[str, Any]]:
     """JSON rows of one case: one per (pattern, routing, qps) with every order's metrics."""
+    family, job, kind = case.family, case.servers, case.placement
     rng = np.random.default_rng(seed)
     topology = cluster_topology(family, job)
     placement = place(topology, job, kind, rng)
     network: JobNetwork = job_network(topology, [s.node_name for s in placement.servers])
     names = [b for b in BASELINES if b != "qap" or job <= QAP_MAX_SERVERS]
-    for pattern in ("ring", "halving-doubling"):
+    patterns: list[Pattern] = list(dict.fromkeys(v[0] for v in case.variants))
+    for pattern in patterns:
         # Halving-doubling runs on power-of-two jobs (fragmented) and on non-power-of-two ones (packed, 7/8 of
         # the servers) so that the fold/unfold steps are exercised too.
         hd_servers = job if pattern == "ring" or kind == "fragmented" else job - job // 8
@@ -178,8 +213,7 @@ def run_case(family: Family, job: int, kind: PlacementKind, seed: int, quick: bo
             started = time.perf_counter()
             baselines[name] = baseline_order(name, case_placement, topology, seed, pattern=pattern)
             baseline_seconds[name] = time.perf_counter() - started
-        variants = VARIANTS[pattern] if not quick else [v for v in VARIANTS[pattern] if v[1] != 8]
-        for routing, qps in variants:
+        for _, routing, qps in (v for v in case.variants if v[0] == pattern):
             plan = plan_ranks(case_placement, topology, pattern, routing, qps=qps, rng=seed)
             orders: dict[str, dict[str, Any]] = {"ringroute": _metrics(plan.after, pattern)}
             for name, order in baselines.items():
@@ -347,14 +381,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     started = time.perf_counter()
     rows: list[dict[str, Any]] = []
-    for family in families(args.quick):
-        for job in job_sizes(args.quick):
-            if job == 4096 and family.leaf_oversubscription != 1.0 and family.name != "tor-3tier-4to1":
-                continue  # keep the 4,096-server jobs to a representative few so the run stays in minutes
-            for kind in ("fragmented", "packed"):
-                for row in run_case(family, job, kind, args.seed, args.quick):
-                    emit(row)
-                    rows.append(row)
+    for case in cases(args.quick):
+        for row in run_case(case, args.seed):
+            emit(row)
+            rows.append(row)
     timings = [timing_in_subprocess(n, args.seed) for n in (1024, 8192)]
     for record in timings:
         emit(record)
