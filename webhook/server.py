@@ -126,6 +126,7 @@ class AdmissionHandlers:
         self.configmaps = configmaps
         self.certificates = certificates
         self._background: set[asyncio.Task[Any]] = set()
+        self._warned_no_api = False
 
     async def _read_review(self, request: web.Request) -> AdmissionReview | web.Response:
         if request.content_length is not None and request.content_length > MAX_BODY_BYTES:
@@ -241,7 +242,10 @@ class AdmissionHandlers:
             return
         if self.configmaps is None:
             self.metrics.configmap_creates.labels("skipped_no_api").inc()
-            log.warning("event=configmap_skipped reason=no_api_server configmap=%s", view.configmap_name)
+            if not self._warned_no_api:
+                # Once per process: `ringroute serve` already said there is no API server.
+                self._warned_no_api = True
+                log.warning("event=configmap_skipped reason=no_api_server configmap=%s", view.configmap_name)
             return
         try:
             body = _initial_configmap(view, admission, self.settings)
