@@ -138,26 +138,26 @@ class OnSessionOpenRequest(TypedDict, total=False):
 # are read again by the lenient dict readers.
 
 
-class FastMeta(msgspec.Struct):
+class FastMeta(msgspec.Struct, gc=False):
     """v1 ObjectMeta: the parts the extender reads."""
 
     name: str | None = None
     labels: dict[str, str] | None = None
 
 
-class FastNode(msgspec.Struct):
+class FastNode(msgspec.Struct, gc=False):
     """v1 Node: metadata only."""
 
     metadata: FastMeta | None = None
 
 
-class FastResource(msgspec.Struct):
+class FastResource(msgspec.Struct, gc=False):
     """api.Resource: extended resources only."""
 
     ScalarResources: dict[str, float] | None = None
 
 
-class FastTask(msgspec.Struct):
+class FastTask(msgspec.Struct, gc=False):
     """api.TaskInfo as listed in NodeInfo.Tasks: identity and status only."""
 
     UID: str | None = None
@@ -165,7 +165,7 @@ class FastTask(msgspec.Struct):
     Status: int | None = None
 
 
-class FastNodeInfo(msgspec.Struct):
+class FastNodeInfo(msgspec.Struct, gc=False):
     """api.NodeInfo: the parts prioritize reads."""
 
     Name: str | None = None
@@ -177,7 +177,7 @@ class FastNodeInfo(msgspec.Struct):
     Tasks: dict[str, FastTask] | None = None
 
 
-class FastPrioritizeRequest(msgspec.Struct):
+class FastPrioritizeRequest(msgspec.Struct, gc=False):
     """PrioritizeRequest with the task kept as raw JSON (it is read in full, leniently)."""
 
     task: msgspec.Raw = msgspec.Raw(b"null")
