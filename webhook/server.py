@@ -22,6 +22,7 @@ from webhook.metrics import Metrics
 from webhook.mutation import encode_patch, mutate_view
 from webhook.policy import classify, validate
 from webhook.policy.jobview import JobView, read_job
+from webhook.rank_configmap import initial_configmap
 from webhook.settings import RING_LABEL, Settings
 
 if TYPE_CHECKING:
@@ -311,8 +312,6 @@ def _job_name(job: Mapping[str, Any]) -> Any:
 
 
 def _initial_configmap(view: JobView, admission: AdmissionRequest, settings: Settings) -> dict[str, Any]:
-    from webhook.rank_configmap import initial_configmap
-
     assert view.profile is not None
     job = dict(view.job)
     metadata = dict(view.job.get("metadata") or {})
