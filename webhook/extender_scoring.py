@@ -26,7 +26,6 @@ size is unknown, tier 2 is skipped and leaves with more room win, which still pa
 
 from __future__ import annotations
 
-import importlib
 import logging
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -211,19 +210,23 @@ Path = tuple[str, ...]
 PathReader = Callable[[Sequence[Mapping[str, Any]]], Mapping[str, Path]]
 """Node objects -> domain path per node name (tier 1 first); nodes without topology labels are left out."""
 
-# Recognised label families, tier 1 first (used when planner._topology_sources is not available).
+# Recognised label families, tier 1 first, in the order the planner tries them (planner._topology_sources
+# DEFAULT_LABEL_KEYS lists them top-most first).
 DEFAULT_LABEL_FAMILIES: tuple[tuple[str, ...], ...] = (
-    ("volcano.sh/tor",),
     ("volcano.sh/hypernode", "volcano.sh/hypercluster"),
-    ("network.topology.nvidia.com/leaf", "network.topology.nvidia.com/spine"),
-    ("fabric.topograph.run/tier-1", "fabric.topograph.run/tier-2", "fabric.topograph.run/tier-3"),
+    ("volcano.sh/tor",),
+    ("network.topology.nvidia.com/leaf", "network.topology.nvidia.com/spine", "network.topology.nvidia.com/core"),
+    tuple(f"fabric.topograph.run/tier-{n}" for n in range(1, 5)),
 )
 
 
 def label_path_reader(label_keys: Sequence[str] = ()) -> PathReader:
-    """A minimal node-label reader: `label_keys` (top-most tier first, as in TopologySettings) or the families above.
+    """Read each node's path from its own labels: `label_keys` (top-most tier first, as in TopologySettings) or
+    the recognised families. A path is the node's values from tier 1 up, stopping at the first missing key.
 
-    A node's path is its values for the family's keys from tier 1 up, stopping at the first missing key.
+    Per node on purpose: the extender sees changing subsets of nodes, while the planner's
+    `topology_from_nodes` normalises a whole-cluster view (it drops a top tier that has one value on all the
+    nodes it is given, so a batch of nodes under one spine would lose the spine tier).
     """
     families: tuple[tuple[str, ...], ...] = (tuple(reversed(label_keys)),) if label_keys else DEFAULT_LABEL_FAMILIES
 
@@ -250,33 +253,9 @@ def label_path_reader(label_keys: Sequence[str] = ()) -> PathReader:
     return read
 
 
-def planner_path_reader(settings: Settings) -> PathReader:
-    """The planner's node-label reader (`planner._topology_sources.topology_from_nodes`) when it is installed,
-    else `label_path_reader`; the planner's reader is called per node when a batch fails, so one unlabelled node
-    does not hide the others."""
-    fallback = label_path_reader(settings.topology.label_keys)
-    try:
-        sources = importlib.import_module("planner._topology_sources")
-    except ImportError:
-        return fallback
-    topology_from_nodes = sources.topology_from_nodes
-
-    def read(nodes: Sequence[Mapping[str, Any]]) -> Mapping[str, Path]:
-        try:
-            topology = topology_from_nodes(nodes, settings.topology.label_keys, settings.topology.fabric)
-            return {str(k): tuple(v) for k, v in topology.paths.items()}
-        except Exception:
-            paths: dict[str, Path] = {}
-            for node in nodes:
-                try:
-                    one = topology_from_nodes([node], settings.topology.label_keys, settings.topology.fabric)
-                except Exception:
-                    paths.update(fallback([node]))
-                    continue
-                paths.update({str(k): tuple(v) for k, v in one.paths.items()})
-            return paths
-
-    return read
+def default_path_reader(settings: Settings) -> PathReader:
+    """The label reader for the configured topology label keys (settings.topology.label_keys)."""
+    return label_path_reader(settings.topology.label_keys)
 
 
 # --------------------------------------------------------------------------------------------------- session state
@@ -290,7 +269,7 @@ class ExtenderState:
 
     def __init__(self, settings: Settings, path_reader: PathReader | None = None) -> None:
         self.settings = settings
-        self.path_reader: PathReader = path_reader or planner_path_reader(settings)
+        self.path_reader: PathReader = path_reader or default_path_reader(settings)
         # node name -> (label items, path or None); label items are the cache key (Go sorts map keys).
         self._paths: dict[str, tuple[tuple[tuple[str, Any], ...], Path | None]] = {}
         # job -> node name -> task uids of the job seen on that node
@@ -788,6 +767,7 @@ __all__ = [
     "PayloadError",
     "TaskView",
     "decode_json",
+    "default_path_reader",
     "fast_node_records",
     "field",
     "fits",
@@ -795,7 +775,6 @@ __all__ = [
     "label_path_reader",
     "node_record",
     "node_cards",
-    "planner_path_reader",
     "predicate",
     "predicate_for",
     "prioritize",

@@ -22,7 +22,7 @@ from webhook.extender_scoring import (
     score_nodes,
 )
 from webhook.extender_types import CODE_SUCCESS, CODE_UNSCHEDULABLE, CODE_UNSCHEDULABLE_AND_UNRESOLVABLE
-from webhook.settings import Settings
+from webhook.settings import Settings, TopologySettings
 
 SETTINGS = Settings()
 
@@ -314,3 +314,16 @@ def test_fast_decoder_falls_back_when_allocatable_is_only_on_the_node_object() -
 def test_body_that_is_not_json_is_a_payload_error() -> None:
     with pytest.raises(PayloadError, match="body: not JSON"):
         prioritize_body(b"{", SETTINGS, fresh_state())
+
+
+def test_default_reader_keeps_the_spine_tier_for_a_batch_under_one_spine() -> None:
+    state = ExtenderState(SETTINGS)
+    nodes = [("n1", leaf_spine("L1", "S1")), ("n2", leaf_spine("L2", "S1"))]
+    assert state.paths_of(nodes) == {"n1": ("L1", "S1"), "n2": ("L2", "S1")}
+
+
+def test_configured_label_keys_are_read_top_most_first() -> None:
+    settings = Settings(topology=TopologySettings(label_keys=("example.com/pod", "example.com/leaf")))
+    state = ExtenderState(settings)
+    labels = {"example.com/pod": "P1", "example.com/leaf": "L7", "volcano.sh/tor": "ignored"}
+    assert state.paths_of([("n1", labels)]) == {"n1": ("L7", "P1")}
