@@ -174,15 +174,62 @@ def _ecmp_hash(sub: _SubFlows, seeds: np.ndarray, salt: np.uint64) -> np.ndarray
         return _mix(key[None, :] ^ _mix(seeds.astype(np.uint64)[:, None] + salt))
 
 
+def _uniform_choice(hashes: np.ndarray, choices: np.ndarray) -> np.ndarray:
+    """Map 64-bit hashes onto 0 .. choices-1 by multiply-shift on the top 32 bits (faster than modulo)."""
+    with np.errstate(over="ignore"):
+        picked = ((hashes >> np.uint64(32)) * choices.astype(np.uint64)) >> np.uint64(32)
+    return picked.astype(np.int64)
+
+
 @dataclass(frozen=True, eq=False)
 class _Routed:
-    """Switch links of the cross-leaf sub-flows of one step under each seed."""
+    """Routes of the cross-leaf sub-flows of one step under each seed, kept as bases + choices (cheap to count)."""
 
     sub: _SubFlows
     cross: np.ndarray
     """Indices into the sub-flows that leave their tier-1 switch."""
-    links: np.ndarray
-    """(seeds, cross sub-flows, 2 or 4) switch link ids; -1 pads tier-2 links of flows that stay in their pod."""
+    up_base: np.ndarray
+    """Link id of uplink 0 of each cross sub-flow's source switch (add the spine)."""
+    down_base: np.ndarray
+    spine: np.ndarray
+    """(seeds, cross sub-flows) chosen spine."""
+    cross_pod: np.ndarray | None = None
+    """Indices into the cross sub-flows that leave their pod (3 tiers only)."""
+    core_up_base: np.ndarray | None = None
+    """Link id of (spine 0, core 0) of the source pod's plane for cross-pod sub-flows (add spine x V + core)."""
+    core_down_base: np.ndarray | None = None
+    core: np.ndarray | None = None
+    """(seeds, cross-pod sub-flows) chosen core uplink."""
+    cores_per_spine: int = 0
+
+    def seed_links(self, seed: int) -> np.ndarray:
+        """Every switch link id used under one seed (a link appears once per sub-flow crossing it)."""
+        spine = self.spine[seed]
+        parts = [self.up_base + spine, self.down_base + spine]
+        if self.cross_pod is not None and self.cross_pod.size:
+            assert self.core_up_base is not None
+            assert self.core_down_base is not None
+            assert self.core is not None
+            offset = spine[self.cross_pod] * self.cores_per_spine + self.core[seed]
+            parts += [self.core_up_base + offset, self.core_down_base + offset]
+        return np.concatenate(parts)
+
+    @property
+    def links(self) -> np.ndarray:
+        """(seeds, cross sub-flows, 2 or 4) switch link ids; -1 pads tier-2 links of flows that stay in their pod."""
+        up = self.up_base[None, :] + self.spine
+        down = self.down_base[None, :] + self.spine
+        if self.cross_pod is None:
+            return np.stack([up, down], axis=2)
+        assert self.core_up_base is not None
+        assert self.core_down_base is not None
+        assert self.core is not None
+        core_up = np.full_like(up, -1)
+        core_down = np.full_like(up, -1)
+        offset = self.spine[:, self.cross_pod] * self.cores_per_spine + self.core
+        core_up[:, self.cross_pod] = self.core_up_base[None, :] + offset
+        core_down[:, self.cross_pod] = self.core_down_base[None, :] + offset
+        return np.stack([up, down, core_up, core_down], axis=2)
 
 
 def _route(
@@ -210,11 +257,9 @@ def _route(
     s = seeds.size
     if routing == "ecmp":
         picked = _SubFlows(sub.pair[cross], src, dst, nic, sub.qp[cross], sub.weight)
-        spine = (_ecmp_hash(picked, seeds, _HASH_SPINE) % spine_choices.astype(np.uint64)).astype(np.int64)
+        spine = _uniform_choice(_ecmp_hash(picked, seeds, _HASH_SPINE), spine_choices)
         core = (
-            (_ecmp_hash(picked, seeds, _HASH_CORE) % core_choices.astype(np.uint64)).astype(np.int64)
-            if three_tier
-            else np.zeros_like(spine)
+            _uniform_choice(_ecmp_hash(picked, seeds, _HASH_CORE), core_choices) if three_tier else np.zeros_like(spine)
         )
     elif routing == "slice":
         port = network.server_slot[src] * (network.nics if network.layout == "tor" else 1)
@@ -229,15 +274,27 @@ def _route(
         spine = np.broadcast_to(spines[sub.pair[cross], nic], (s, cross.size))
         core = np.broadcast_to(np.maximum(cores[sub.pair[cross], nic], 0), (s, cross.size))
     sw_a, sw_b = sw_a[cross], sw_b[cross]
-    up = network.leaf_link(sw_a[None, :], spine, up=True)
-    down = network.leaf_link(sw_b[None, :], spine, up=False)
+    zero = np.zeros_like(sw_a)
+    up_base = network.leaf_link(sw_a, zero, up=True)
+    down_base = network.leaf_link(sw_b, zero, up=False)
+    spine = np.ascontiguousarray(spine)
     if not three_tier:
-        return _Routed(sub, cross, np.stack([up, down], axis=2))
+        return _Routed(sub, cross, up_base, down_base, spine)
     plane = nic if network.layout == "rail" else np.zeros_like(nic)
-    cross_pod = (pod_a != pod_b)[None, :]
-    core_up = np.where(cross_pod, network.spine_link(pod_a, plane, spine, core, up=True), -1)
-    core_down = np.where(cross_pod, network.spine_link(pod_b, plane, spine, core, up=False), -1)
-    return _Routed(sub, cross, np.stack([up, down, core_up, core_down], axis=2))
+    leaves_pod = np.flatnonzero(pod_a != pod_b)
+    zero = np.zeros(leaves_pod.size, dtype=np.int64)
+    return _Routed(
+        sub,
+        cross,
+        up_base,
+        down_base,
+        spine,
+        cross_pod=leaves_pod,
+        core_up_base=network.spine_link(pod_a[leaves_pod], plane[leaves_pod], zero, zero, up=True),
+        core_down_base=network.spine_link(pod_b[leaves_pod], plane[leaves_pod], zero, zero, up=False),
+        core=np.ascontiguousarray(core[:, leaves_pod]),
+        cores_per_spine=network.max_pod_uplinks,
+    )
 
 
 def _pinned_assignment(
@@ -289,9 +346,7 @@ def link_loads(
     loads = np.zeros(network.num_links)
     nic = _nic_loads(network, pairs)
     loads[: nic.size] = nic
-    links = routed.links[0].ravel()
-    links = links[links >= 0]
-    loads += np.bincount(links, minlength=network.num_links) * routed.sub.weight
+    loads += np.bincount(routed.seed_links(0), minlength=network.num_links) * routed.sub.weight
     return loads
 
 
@@ -303,13 +358,9 @@ def _max_switch_loads(network: JobNetwork, routed: _Routed, seeds: int) -> np.nd
     # a range that fits in cache is several times faster than one over all seeds at once).
     first = network.first_switch_link
     width = network.num_links - first
-    padded = routed.links.shape[2] > 2  # only 3-tier routes pad with -1 (flows that stay inside their pod)
     largest = np.zeros(seeds)
     for seed in range(seeds):
-        links = routed.links[seed].ravel()
-        if padded:
-            links = links[links >= 0]
-        largest[seed] = np.bincount(links - first, minlength=width).max()
+        largest[seed] = np.bincount(routed.seed_links(seed) - first, minlength=width).max()
     largest *= routed.sub.weight
     return largest
 
