@@ -143,12 +143,7 @@ async def admission_demo(base: str, client_ssl: ssl.SSLContext) -> None:
 def planning_demo() -> None:
     say("-- rank planning: 32 pods x 8 cards placed on free nodes of a 16-leaf two-tier Clos (8 nodes/leaf)")
     try:
-        from planner import Device, Placement, Server, generate_topology
-
-        try:
-            from planner import plan_ranks
-        except ImportError:
-            from planner._plan import plan_ranks
+        from planner import Device, Placement, Server, generate_topology, plan_ranks
     except ImportError as exc:
         say(f"(planner.plan_ranks is not available in this checkout: {exc}; skipping the planning part)", 3)
         return
