@@ -428,3 +428,11 @@ def test_a_launcher_wrapped_shell_command_is_still_checked_for_its_cd(settings: 
     container(job)["command"] = ["/bin/sh", "/user/config/ringroute-launcher.sh", "--", *command]
     [violation] = validate(job, None, settings)
     assert violation.path == "spec.tasks[0].template.spec.containers[0].command[5]"
+
+
+def test_a_card_count_beyond_64_bits_is_rendered_not_crashed_on(
+    documented_job: dict[str, Any], settings: Settings
+) -> None:
+    container(documented_job)["resources"] = {"limits": {"huawei.com/ascend-1980": 10**30}}
+    [violation] = validate(documented_job, None, settings)
+    assert f"Invalid value: {10**30}:" in violation.render()

@@ -60,8 +60,10 @@ def render_value(value: Any) -> str:
         return orjson.dumps(value).decode()
     if value is None:
         return "null"
-    if isinstance(value, bool | int | float):
-        return orjson.dumps(value).decode()
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | float):
+        return repr(value)  # orjson refuses integers beyond 64 bits
     try:
         return orjson.dumps(value, option=orjson.OPT_SORT_KEYS).decode()
     except TypeError:
