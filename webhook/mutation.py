@@ -142,32 +142,28 @@ def _mutate_task(view: JobView, task: TaskView, profile: AcceleratorProfile, con
     taken = {n for n in (*(as_mapping(v).get("name") for v in volumes), *mounted) if isinstance(n, str)}
     new_volumes: list[dict[str, Any]] = []
 
-    # The rank-table ConfigMap volume: reuse the user's volume of that ConfigMap if there is one.
-    config_volume = next(
-        (
-            as_mapping(v).get("name")
-            for v in volumes
-            if as_mapping(as_mapping(v).get("configMap")).get("name") == configmap
-        ),
-        None,
-    )
-    if not isinstance(config_volume, str):
+    # One pass over the volumes: the user's volume of the ConfigMap and of each host path are reused.
+    config_volume: str | None = None
+    by_host_path: dict[str, str] = {}
+    for raw in volumes:
+        volume = as_mapping(raw)
+        name = volume.get("name")
+        if not isinstance(name, str):
+            continue
+        if config_volume is None and as_mapping(volume.get("configMap")).get("name") == configmap:
+            config_volume = name
+        host_path = as_mapping(volume.get("hostPath")).get("path")
+        if isinstance(host_path, str):
+            by_host_path.setdefault(host_path, name)
+    if config_volume is None:
         config_volume = _free_name(CONFIG_VOLUME, taken)
         taken.add(config_volume)
         new_volumes.append({"name": config_volume, "configMap": {"name": configmap}})
 
-    # Driver hostPath volumes: reuse a volume with the same host path.
     driver_volume: dict[str, str] = {}
     for host in profile.host_path_volumes:
-        existing = next(
-            (
-                as_mapping(v).get("name")
-                for v in volumes
-                if as_mapping(as_mapping(v).get("hostPath")).get("path") == host.path
-            ),
-            None,
-        )
-        if isinstance(existing, str):
+        existing = by_host_path.get(host.path)
+        if existing is not None:
             driver_volume[host.path] = existing
             continue
         name = _free_name(host.name, taken)
