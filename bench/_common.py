@@ -10,7 +10,18 @@ from typing import Any
 
 
 def peak_rss_mb() -> float:
-    """Peak resident set size of this process so far, in MiB (Linux reports ru_maxrss in KiB)."""
+    """Peak resident set size of this process so far, in MiB.
+
+    Reads VmHWM from /proc (reset by exec, so a child started by subprocess reports only its own peak);
+    falls back to ru_maxrss, which Linux carries over from the forking parent.
+    """
+    try:
+        with open("/proc/self/status", encoding="ascii") as status:
+            for line in status:
+                if line.startswith("VmHWM:"):
+                    return round(int(line.split()[1]) / 1024.0, 1)
+    except OSError:
+        pass
     kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     return round(kib / 1024.0, 1)
 
