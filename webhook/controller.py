@@ -15,7 +15,7 @@ import json
 import logging
 import random
 import time
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -979,21 +979,6 @@ async def run_controller(
     await elector.run(lead, stop)
 
 
-async def wait_until(
-    predicate: Callable[[], Awaitable[bool] | bool], timeout_s: float, interval_s: float = 0.02
-) -> bool:
-    """Poll `predicate` until true or timeout (tests and benchmarks)."""
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        value = predicate()
-        if isinstance(value, Awaitable):
-            value = await value
-        if value:
-            return True
-        await asyncio.sleep(interval_s)
-    return False
-
-
 __all__ = [
     "Controller",
     "DebouncedQueue",
@@ -1004,6 +989,5 @@ __all__ = [
     "placement_fingerprint",
     "plan_table",
     "run_controller",
-    "wait_until",
     "wants_route_plan",
 ]
