@@ -53,7 +53,7 @@ f:close()
 local think_ms = tonumber(os.getenv("RINGROUTE_BENCH_THINK_MS") or "0")
 if think_ms > 0 then
   init = function(args) math.randomseed(os.time() + tonumber(tostring({}):sub(8), 16)) end
-  delay = function() return math.floor(-math.log(1 - math.random()) * think_ms) end
+  delay = function() return math.floor(-math.log(1 - math.random()) * think_ms + 0.5) end
 end
 
 done = function(summary, latency, requests)
@@ -248,6 +248,7 @@ def run_wrk(
         "p90_ms": round(raw["p90_us"] / 1000, 2),
         "p99_ms": round(raw["p99_us"] / 1000, 2),
         "max_ms": round(raw["max_us"] / 1000, 2),
+        "mean_ms": round(raw["mean_us"] / 1000, 2),
         "errors": raw["connect"] + raw["read"] + raw["write"] + raw["timeout"],
         "non_2xx": raw["status"],
     }
@@ -318,9 +319,8 @@ def paced(wrk: str, port: int, *, body_file: Path, work: Path, rate: float, seco
     concurrency = int(TARGET["concurrency"])
     think_ms = 1000.0 * concurrency / rate
     probe = run_wrk(wrk, port, concurrency, 2.0, body_file=body_file, work=work, think_ms=think_ms)
-    # rate = connections / (think + latency): take the latency seen in the probe off the think time.
-    latency_ms = max(0.0, 1000.0 * concurrency / max(probe["rps"], 1.0) - think_ms)
-    think_ms = max(0.5, think_ms - latency_ms)
+    # rate = connections / (think + mean latency): take the mean latency seen in the probe off the think time.
+    think_ms = max(0.5, think_ms - probe["mean_ms"])
     result = run_wrk(wrk, port, concurrency, seconds, body_file=body_file, work=work, think_ms=think_ms)
     return {
         "mode": "paced",
@@ -330,6 +330,16 @@ def paced(wrk: str, port: int, *, body_file: Path, work: Path, rate: float, seco
         **result,
         "loadavg_1m": round(os.getloadavg()[0], 2),
     }
+
+
+def _meets(result: dict[str, Any] | None, min_rps: float) -> bool:
+    return bool(
+        result
+        and result["rps"] >= min_rps
+        and result["p99_ms"] <= TARGET["p99_ms"]
+        and result["errors"] == 0
+        and result["non_2xx"] == 0
+    )
 
 
 def server_cpu_seconds(pid: int) -> float:
@@ -479,6 +489,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 print(json.dumps({**common, **results[-1]}), flush=True)
         closed = [r for r in results if r["mode"] == "closed"]
         at_target = next((r for r in closed if r["concurrency"] == TARGET["concurrency"]), None)
+        at_rate = next((r for r in results if r["mode"] == "paced"), None)
         summary = {
             "bench": "webhook",
             "summary": True,
@@ -487,13 +498,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                 "closed loop: mean latency = concurrency / throughput, so p99 <= 20 ms at concurrency 50 "
                 "needs more than 2,500 req/s; the paced line measures latency at the target rate instead"
             ),
-            "meets_target": bool(
-                at_target
-                and at_target["rps"] >= TARGET["rps"]
-                and at_target["p99_ms"] <= TARGET["p99_ms"]
-                and at_target["errors"] == 0
-                and at_target["non_2xx"] == 0
-            ),
+            "meets_target_closed_loop": _meets(at_target, TARGET["rps"]),
+            # The offered rate is calibrated once, so accept an achieved rate within 3 % below it.
+            "meets_target_paced": _meets(at_rate, 0.97 * TARGET["rps"]),
         }
         print(json.dumps(summary), flush=True)
     return 0
