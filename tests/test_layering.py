@@ -26,9 +26,7 @@ def imported_modules(path: Path) -> set[str]:
 
 def offending(path: Path, forbidden: tuple[str, ...]) -> list[str]:
     return sorted(
-        name
-        for name in imported_modules(path)
-        if any(name == f or name.startswith(f + ".") for f in forbidden)
+        name for name in imported_modules(path) if any(name == f or name.startswith(f + ".") for f in forbidden)
     )
 
 
