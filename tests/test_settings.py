@@ -100,3 +100,81 @@ def test_unreadable_or_non_mapping_file_is_a_settings_error(tmp_path: Path) -> N
     bad.write_text("- a\n- b\n", encoding="utf-8")
     with pytest.raises(SettingsError, match="must be a mapping"):
         load_settings(bad)
+
+
+def test_controller_and_extender_timing_defaults_match_the_documented_values() -> None:
+    from webhook.extender import MAX_BODY_BYTES
+    from webhook.extender_scoring import JOB_MEMORY_TTL_S
+
+    settings = Settings()
+    assert settings.controller.orphan_grace_s == 300.0
+    assert settings.controller.pending_event_interval_s == 10.0
+    assert settings.extender.max_body_mib * 1024 * 1024 == MAX_BODY_BYTES
+    assert settings.extender.job_memory_ttl_s == JOB_MEMORY_TTL_S
+
+
+def test_controller_and_extender_timings_load_from_camel_case_yaml() -> None:
+    settings = settings_from_mapping(
+        {
+            "controller": {"orphanGraceS": 60, "pendingEventIntervalS": 2.5},
+            "extender": {"maxBodyMib": 64, "jobMemoryTtlS": 120},
+        }
+    )
+    assert settings.controller.orphan_grace_s == 60.0
+    assert isinstance(settings.controller.orphan_grace_s, float)
+    assert settings.controller.pending_event_interval_s == 2.5
+    assert settings.extender.max_body_mib == 64
+    assert settings.extender.job_memory_ttl_s == 120.0
+
+
+@pytest.mark.parametrize(
+    ("data", "message"),
+    [
+        ({"controller": {"orphanGraceS": 0}}, "settings.controller.orphanGraceS: must be positive"),
+        ({"controller": {"orphanGraceS": "5m"}}, "settings.controller.orphanGraceS: expected a number"),
+        ({"controller": {"pendingEventIntervalS": -1}}, "pendingEventIntervalS: must be zero or more"),
+        ({"extender": {"maxBodyMib": 0}}, "settings.extender.maxBodyMib: must be at least 1"),
+        ({"extender": {"maxBodyMib": 1.5}}, "settings.extender.maxBodyMib: expected an integer"),
+        ({"extender": {"jobMemoryTtlS": 0}}, "settings.extender.jobMemoryTtlS: must be positive"),
+    ],
+)
+def test_invalid_controller_and_extender_timings_name_the_key(data: dict[str, object], message: str) -> None:
+    with pytest.raises(SettingsError) as info:
+        settings_from_mapping(data)
+    assert message in str(info.value)
+
+
+def test_the_controller_takes_its_orphan_grace_and_event_interval_from_the_settings() -> None:
+    from typing import Any, cast
+
+    from webhook.controller import Controller
+    from webhook.metrics import Metrics
+
+    settings = settings_from_mapping({"controller": {"orphanGraceS": 42, "pendingEventIntervalS": 3}})
+    repo = cast(Any, object())  # the constructor only stores the repository
+    controller = Controller(settings, repo, Metrics())
+    assert (controller.orphan_grace_s, controller.pending_event_interval_s) == (42.0, 3.0)
+    overridden = Controller(settings, repo, Metrics(), orphan_grace_s=0.5, pending_event_interval_s=0.0)
+    assert (overridden.orphan_grace_s, overridden.pending_event_interval_s) == (0.5, 0.0)
+
+
+def test_the_extender_body_limit_comes_from_the_settings() -> None:
+    from webhook.extender import extender_app
+    from webhook.metrics import Metrics
+
+    app = extender_app(settings_from_mapping({"extender": {"maxBodyMib": 3}}), Metrics())
+    assert app._client_max_size == 3 * 1024 * 1024
+
+
+def test_the_extender_forgets_jobs_after_the_configured_memory_ttl() -> None:
+    import time
+
+    from webhook.extender_scoring import ExtenderState
+
+    state = ExtenderState(settings_from_mapping({"extender": {"jobMemoryTtlS": 30}}), path_reader=lambda nodes: {})
+    state.observe("ns/job", "node-1", frozenset({"uid-1"}))
+    now = time.monotonic()
+    state.prune(now + 20)
+    assert state.placed_nodes("ns/job") == {"node-1": 1}
+    state.prune(time.monotonic() + 31)
+    assert state.placed_nodes("ns/job") == {}

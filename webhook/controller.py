@@ -454,8 +454,8 @@ class Controller:
         *,
         identity: str = "ringroute",
         is_leader: Callable[[], bool] = lambda: True,
-        orphan_grace_s: float = 300.0,
-        pending_event_interval_s: float = 10.0,
+        orphan_grace_s: float | None = None,
+        pending_event_interval_s: float | None = None,
         workers: int = 2,
     ) -> None:
         self.settings = settings
@@ -463,8 +463,13 @@ class Controller:
         self.metrics = metrics
         self.identity = identity
         self.is_leader = is_leader
-        self.orphan_grace_s = orphan_grace_s
-        self.pending_event_interval_s = pending_event_interval_s
+        # None: the settings decide (tests pass short values).
+        self.orphan_grace_s = settings.controller.orphan_grace_s if orphan_grace_s is None else orphan_grace_s
+        self.pending_event_interval_s = (
+            settings.controller.pending_event_interval_s
+            if pending_event_interval_s is None
+            else pending_event_interval_s
+        )
         self.workers = workers
         namespace = settings.controller.namespace
         self.queue = DebouncedQueue(
@@ -946,11 +951,11 @@ async def run_controller(
     *,
     identity: str,
     stop: asyncio.Event,
-    orphan_grace_s: float = 300.0,
-    pending_event_interval_s: float = 10.0,
+    orphan_grace_s: float | None = None,
+    pending_event_interval_s: float | None = None,
 ) -> None:
     """Campaign for the controller Lease and run the controller while leading; returns after `stop` is set,
-    with the lease released."""
+    with the lease released (`orphan_grace_s`/`pending_event_interval_s` default to `settings.controller`)."""
     repo = KubeRepository(api, metrics)
     controller_settings = settings.controller
     elector = LeaderElector(

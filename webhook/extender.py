@@ -24,8 +24,9 @@ from webhook.settings import Settings
 log = logging.getLogger(__name__)
 
 MAX_BODY_BYTES = 512 * 1024 * 1024
-"""Largest request body accepted. Volcano sends every candidate NodeInfo with its tasks' full Pod objects, and
-onSessionOpen sends the whole cluster: tens of MB on large clusters (aiohttp's default limit is 1 MiB)."""
+"""Default largest request body (`extender.maxBodyMib`). Volcano sends every candidate NodeInfo with its tasks'
+full Pod objects, and onSessionOpen sends the whole cluster: tens of MB on large clusters (aiohttp's default
+limit is 1 MiB)."""
 
 STATE_KEY = web.AppKey("extender_state", ExtenderState)
 """The app's ExtenderState (job placement memory, topology cache)."""
@@ -43,7 +44,7 @@ def extender_app(settings: Settings, metrics: Metrics, *, state: ExtenderState |
     `state` lets tests and benchmarks supply an ExtenderState (e.g. with a fixed topology reader).
     """
     state = state or ExtenderState(settings)
-    app = web.Application(client_max_size=MAX_BODY_BYTES)
+    app = web.Application(client_max_size=settings.extender.max_body_mib * 1024 * 1024)
     app[STATE_KEY] = state
 
     def predicate(raw: bytes) -> VerbResult:

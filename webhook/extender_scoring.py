@@ -58,7 +58,8 @@ _RELEASING, _SUCCEEDED, _FAILED = 64, 128, 256
 _GONE_STATUSES = frozenset({_RELEASING, _SUCCEEDED, _FAILED})
 
 JOB_MEMORY_TTL_S = 900.0
-"""Jobs not seen in any call for this long are forgotten (bounds memory when onSessionOpen is not configured)."""
+"""Default of `extender.jobMemoryTtlS`: jobs not seen in any call for this long are forgotten (bounds memory
+when onSessionOpen is not configured)."""
 
 MAX_REMEMBERED_NODES = 200_000
 """Topology cache entries kept before the cache is cleared and rebuilt from the next payloads."""
@@ -346,10 +347,11 @@ class ExtenderState:
         return counts
 
     def prune(self, now: float | None = None) -> None:
-        """Forget jobs untouched for JOB_MEMORY_TTL_S."""
+        """Forget jobs untouched for `settings.extender.job_memory_ttl_s`."""
         now = time.monotonic() if now is None else now
         self._last_prune = now
-        stale = [job for job, at in self._touched.items() if now - at > JOB_MEMORY_TTL_S]
+        ttl = self.settings.extender.job_memory_ttl_s
+        stale = [job for job, at in self._touched.items() if now - at > ttl]
         for job in stale:
             self._touched.pop(job, None)
             self._placed.pop(job, None)

@@ -172,6 +172,10 @@ class ControllerSettings:
     """Interval between lease acquire/renew attempts."""
     launcher_timeout_s: int = 1800
     """Launcher waits at most this long for a completed rank table."""
+    orphan_grace_s: float = 300.0
+    """Delete ConfigMaps ringroute created for jobs that never appeared after this long."""
+    pending_event_interval_s: float = 10.0
+    """Minimum seconds between two RankTablePending Events of one job (posted only when the message changed)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -182,6 +186,10 @@ class ExtenderSettings:
     """Serve /extender/* on its own port."""
     listen: str = "0.0.0.0:8888"
     """Address of the extender's HTTP listener."""
+    max_body_mib: int = 512
+    """Largest request body in MiB (onSessionOpen carries the whole cluster: tens of MB on large clusters)."""
+    job_memory_ttl_s: float = 900.0
+    """Forget a job's placement memory when no call mentioned it for this long."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -267,7 +275,9 @@ def _convert(annotation: Any, value: Any, where: str, owner: type[Any]) -> Any:
         if not isinstance(value, list | tuple):
             raise SettingsError(f"{where}: expected a list")
         return tuple(value)
-    if text == "float" and isinstance(value, int | float) and not isinstance(value, bool):
+    if text == "float":
+        if not isinstance(value, int | float) or isinstance(value, bool):
+            raise SettingsError(f"{where}: expected a number, got {value!r}")
         return float(value)
     if text == "int" and not (isinstance(value, int) and not isinstance(value, bool)):
         raise SettingsError(f"{where}: expected an integer, got {value!r}")
@@ -349,6 +359,14 @@ def _check(settings: Settings) -> None:
     for rule, mode in settings.policy.rule_modes:
         if mode not in ("reject", "warn"):
             raise SettingsError(f"settings.policy.ruleModes.{rule}: must be reject or warn")
+    if settings.controller.orphan_grace_s <= 0:
+        raise SettingsError("settings.controller.orphanGraceS: must be positive (seconds)")
+    if settings.controller.pending_event_interval_s < 0:
+        raise SettingsError("settings.controller.pendingEventIntervalS: must be zero or more (seconds)")
+    if settings.extender.max_body_mib < 1:
+        raise SettingsError("settings.extender.maxBodyMib: must be at least 1 (MiB)")
+    if settings.extender.job_memory_ttl_s <= 0:
+        raise SettingsError("settings.extender.jobMemoryTtlS: must be positive (seconds)")
     if settings.planning.qps_per_connection < 1:
         raise SettingsError("settings.planning.qpsPerConnection: must be at least 1")
 
