@@ -22,7 +22,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from tests.controller.cluster import NS, add_job, cluster_nodes, make_job, make_pod  # noqa: E402
-from tests.controller.fake_apiserver import FakeApiServer  # noqa: E402
+from tests.fakes import FakeApiServer  # noqa: E402
 from webhook.controller import Controller  # noqa: E402
 from webhook.kube import KubeRepository  # noqa: E402
 from webhook.metrics import Metrics  # noqa: E402

@@ -15,12 +15,13 @@ from cryptography import x509
 from cryptography.hazmat.primitives import serialization
 
 from certs import ServingCertificates, certificate_info
-from tests.certs.fake_api import FakeApi, serve
+from tests.fakes import FakeApiServer, Fault
 from webhook.kube import KubeRepository
 from webhook.kube_certs import SelfSignedCertificates, SelfSignedSettings, parse_secret_ref
 from webhook.metrics import Metrics
 
 NS, SECRET = "ringroute-system", "ringroute-webhook-tls"
+SECRETS_PATH = f"/api/v1/namespaces/{NS}/secrets"
 NOW = dt.datetime.now(dt.UTC)
 
 
@@ -35,38 +36,41 @@ def webhook_configuration(name: str, hooks: int) -> dict[str, Any]:
 
 
 @pytest.fixture
-def api() -> FakeApi:
-    fake = FakeApi()
-    fake.put("mutatingwebhookconfigurations", None, webhook_configuration("ringroute", 1))
-    fake.put("validatingwebhookconfigurations", None, webhook_configuration("ringroute", 2))
-    fake.put("mutatingwebhookconfigurations", None, webhook_configuration("someone-else", 1))
-    return fake
+async def api() -> AsyncIterator[FakeApiServer]:
+    async with FakeApiServer() as server:
+        await server.apply("mutatingwebhookconfigurations", webhook_configuration("ringroute", 1))
+        await server.apply("validatingwebhookconfigurations", webhook_configuration("ringroute", 2))
+        await server.apply("mutatingwebhookconfigurations", webhook_configuration("someone-else", 1))
+        yield server
 
 
 @pytest.fixture
-async def repository(api: FakeApi) -> AsyncIterator[KubeRepository]:
-    async with serve(api) as client:
+async def repository(api: FakeApiServer) -> AsyncIterator[KubeRepository]:
+    client = api.client()
+    try:
         yield KubeRepository(client, Metrics())
+    finally:
+        await client.close()
 
 
 def manager(repository: KubeRepository, cert_dir: Path, **overrides: Any) -> SelfSignedCertificates:
     return SelfSignedCertificates(repository, SelfSignedSettings(NS, SECRET, cert_dir, **overrides))
 
 
-def secret_data(api: FakeApi) -> dict[str, bytes]:
+def secret_data(api: FakeApiServer) -> dict[str, bytes]:
     secret = api.get("secrets", NS, SECRET)
     assert secret is not None
     return {k: base64.b64decode(v) for k, v in secret["data"].items()}
 
 
-def ca_bundles(api: FakeApi, kind: str, name: str = "ringroute") -> list[str | None]:
+def ca_bundles(api: FakeApiServer, kind: str, name: str = "ringroute") -> list[str | None]:
     configuration = api.get(kind, None, name)
     assert configuration is not None
     return [w["clientConfig"].get("caBundle") for w in configuration["webhooks"]]
 
 
 async def test_first_start_creates_the_secret_writes_files_and_patches_every_webhook(
-    api: FakeApi, repository: KubeRepository, tmp_path: Path
+    api: FakeApiServer, repository: KubeRepository, tmp_path: Path
 ) -> None:
     assert await manager(repository, tmp_path).sync() == "created"
     secret = api.get("secrets", NS, SECRET)
@@ -89,17 +93,17 @@ async def test_first_start_creates_the_secret_writes_files_and_patches_every_web
 
 
 async def test_a_current_secret_is_adopted_without_writing_to_the_api(
-    api: FakeApi, repository: KubeRepository, tmp_path: Path
+    api: FakeApiServer, repository: KubeRepository, tmp_path: Path
 ) -> None:
     await manager(repository, tmp_path / "first").sync()
-    writes = len(api.writes)
+    writes = len(api.writes())
     assert await manager(repository, tmp_path / "second").sync() == "current"
-    assert len(api.writes) == writes
+    assert len(api.writes()) == writes
     assert (tmp_path / "second" / "tls.crt").read_bytes() == secret_data(api)["tls.crt"]
 
 
 async def test_serving_certificate_near_expiry_is_renewed_under_the_same_ca(
-    api: FakeApi, repository: KubeRepository, tmp_path: Path
+    api: FakeApiServer, repository: KubeRepository, tmp_path: Path
 ) -> None:
     await manager(repository, tmp_path, days=10).sync()
     before = secret_data(api)
@@ -112,7 +116,7 @@ async def test_serving_certificate_near_expiry_is_renewed_under_the_same_ca(
 
 
 async def test_expiring_ca_is_replaced_and_the_old_one_stays_trusted_until_it_lapses(
-    api: FakeApi, repository: KubeRepository, tmp_path: Path
+    api: FakeApiServer, repository: KubeRepository, tmp_path: Path
 ) -> None:
     await manager(repository, tmp_path, days=20, ca_days=20).sync()
     old_ca = secret_data(api)["ca.crt"]
@@ -126,14 +130,14 @@ async def test_expiring_ca_is_replaced_and_the_old_one_stays_trusted_until_it_la
     assert ca_bundles(api, "mutatingwebhookconfigurations") == [base64.b64encode(data["ca.crt"]).decode()]
 
 
-async def test_an_unusable_secret_is_replaced(api: FakeApi, repository: KubeRepository, tmp_path: Path) -> None:
-    api.put("secrets", NS, {"metadata": {"name": SECRET, "namespace": NS}, "data": {"tls.crt": "bm90IGEgY2VydA=="}})
+async def test_an_unusable_secret_is_replaced(api: FakeApiServer, repository: KubeRepository, tmp_path: Path) -> None:
+    await api.apply("secrets", {"metadata": {"name": SECRET, "namespace": NS}, "data": {"tls.crt": "bm90IGEgY2VydA=="}})
     assert await manager(repository, tmp_path).sync() == "renewed"
     assert sorted(secret_data(api)) == ["ca.crt", "ca.key", "tls.crt", "tls.key"]
 
 
 async def test_two_replicas_starting_together_converge_on_one_secret(
-    api: FakeApi, repository: KubeRepository, tmp_path: Path
+    api: FakeApiServer, repository: KubeRepository, tmp_path: Path
 ) -> None:
     outcomes = await asyncio.gather(
         manager(repository, tmp_path / "a").sync(), manager(repository, tmp_path / "b").sync()
@@ -141,16 +145,17 @@ async def test_two_replicas_starting_together_converge_on_one_secret(
     assert sorted(outcomes) == ["created", "current"]
     assert (tmp_path / "a" / "tls.crt").read_bytes() == (tmp_path / "b" / "tls.crt").read_bytes()
     assert (tmp_path / "a" / "tls.crt").read_bytes() == secret_data(api)["tls.crt"]
-    assert [w for w in api.writes if w[0] == "create"] == [("create", SECRET)]
+    # One create, of the Secret (the other replica's create answered 409 AlreadyExists).
+    assert [(w.method, w.path) for w in api.writes() if w.method == "POST"] == [("POST", SECRETS_PATH)]
 
 
 async def test_conflicting_update_reads_again_and_adopts_what_the_other_replica_wrote(
-    api: FakeApi, repository: KubeRepository, tmp_path: Path
+    api: FakeApiServer, repository: KubeRepository, tmp_path: Path
 ) -> None:
     await manager(repository, tmp_path, days=10).sync()
-    api.fail_next["PUT"] = 1
-    api.fail_next["PATCH"] = 1
+    api.faults += [Fault("PUT", "", status=409), Fault("PATCH", "", status=409)]
     assert await manager(repository, tmp_path, days=10).sync() == "renewed"
+    assert api.faults[0].times == 0, "the injected update conflict was answered"
     assert (tmp_path / "tls.crt").read_bytes() == secret_data(api)["tls.crt"]
     assert (
         ca_bundles(api, "validatingwebhookconfigurations")
@@ -181,7 +186,7 @@ def test_secret_reference_splits_namespace_and_name() -> None:
 
 
 async def test_renewal_drops_a_lapsed_old_ca_from_the_bundle(
-    api: FakeApi, repository: KubeRepository, tmp_path: Path
+    api: FakeApiServer, repository: KubeRepository, tmp_path: Path
 ) -> None:
     from certs import issue_bundle
 
@@ -191,9 +196,8 @@ async def test_renewal_drops_a_lapsed_old_ca_from_the_bundle(
     def b64(data: bytes) -> str:
         return base64.b64encode(data).decode()
 
-    api.put(
+    await api.apply(
         "secrets",
-        NS,
         {
             "metadata": {"name": SECRET, "namespace": NS},
             "type": "kubernetes.io/tls",

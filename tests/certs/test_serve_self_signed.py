@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.certs.fake_api import FakeApi, serve
 from tests.certs.test_kube_certs import NS, SECRET, webhook_configuration
+from tests.fakes import FakeApiServer
 
 cli_serve = pytest.importorskip("webhook.cli_serve")
 
@@ -24,11 +24,10 @@ def free_port() -> int:
 
 
 async def test_serve_with_a_self_signed_secret_becomes_ready_with_the_secrets_certificate(tmp_path: Path) -> None:
-    api = FakeApi()
-    api.put("mutatingwebhookconfigurations", None, webhook_configuration("ringroute", 1))
-    api.put("validatingwebhookconfigurations", None, webhook_configuration("ringroute", 1))
-    async with serve(api) as client:
-        host = client.configuration.host
+    async with FakeApiServer() as api:
+        await api.apply("mutatingwebhookconfigurations", webhook_configuration("ringroute", 1))
+        await api.apply("validatingwebhookconfigurations", webhook_configuration("ringroute", 1))
+        host = api.url
         kubeconfig = tmp_path / "kubeconfig"
         kubeconfig.write_text(
             "apiVersion: v1\nkind: Config\ncurrent-context: fake\n"

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from planner import generate_topology, nodes_for_topology
-from tests.controller.fake_apiserver import FakeApiServer
+from tests.fakes import FakeApiServer
 from webhook.controller import Controller
 from webhook.kube import KubeRepository
 from webhook.metrics import Metrics

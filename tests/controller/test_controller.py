@@ -19,7 +19,7 @@ from tests.controller.cluster import (
     make_pod,
     running_controller,
 )
-from tests.controller.fake_apiserver import Fault
+from tests.fakes import Fault
 
 Obj = dict[str, Any]
 

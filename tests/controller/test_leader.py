@@ -7,7 +7,7 @@ import contextlib
 from typing import Any
 
 from tests.controller.cluster import NS, add_job, cluster_nodes, fast_settings, make_job, make_pod, running_controller
-from tests.controller.fake_apiserver import FakeApiServer
+from tests.fakes import FakeApiServer
 from webhook.controller import run_controller
 from webhook.kube import KubeRepository
 from webhook.leader import LeaderElector

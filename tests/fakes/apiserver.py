@@ -1,9 +1,12 @@
 """An in-process Kubernetes API server for tests and benchmarks (aiohttp on loopback).
 
-It speaks what the controller uses, with the semantics that matter: list + watch with resourceVersions, bookmarks
-and 410 Gone after compaction; get/create/update/merge-patch/delete with 409 on a stale resourceVersion, on an
-existing name and on failed delete preconditions; owner-reference garbage collection; API discovery; and injected
-faults (HTTP errors and slow answers) by method and path.
+It speaks what the controller and the self-managed certificates use, with the semantics that matter: list + watch
+with resourceVersions, bookmarks and 410 Gone after compaction; get/create/update/merge-patch/delete with 409 on a
+stale resourceVersion, on an existing name and on failed delete preconditions; owner-reference garbage collection;
+API discovery; and injected faults (HTTP errors and slow answers) by method and path.
+
+Served: pods, nodes, configmaps, events, secrets, Volcano jobs, leases, Mutating/ValidatingWebhookConfigurations,
+and (with `hypernodes=True`) Volcano HyperNodes.
 """
 
 from __future__ import annotations
@@ -31,24 +34,36 @@ SERVED: dict[tuple[str, str], tuple[str, bool]] = {
     ("", "nodes"): ("v1", False),
     ("", "configmaps"): ("v1", True),
     ("", "events"): ("v1", True),
+    ("", "secrets"): ("v1", True),
     ("batch.volcano.sh", "jobs"): ("v1alpha1", True),
     ("coordination.k8s.io", "leases"): ("v1", True),
     ("topology.volcano.sh", "hypernodes"): ("v1alpha1", False),
+    ("admissionregistration.k8s.io", "mutatingwebhookconfigurations"): ("v1", False),
+    ("admissionregistration.k8s.io", "validatingwebhookconfigurations"): ("v1", False),
 }
 KINDS = {
     "pods": "Pod",
     "nodes": "Node",
     "configmaps": "ConfigMap",
     "events": "Event",
+    "secrets": "Secret",
     "jobs": "Job",
     "leases": "Lease",
     "hypernodes": "HyperNode",
+    "mutatingwebhookconfigurations": "MutatingWebhookConfiguration",
+    "validatingwebhookconfigurations": "ValidatingWebhookConfiguration",
 }
+MERGE_PATCH = "application/merge-patch+json"
+REASONS = {404: "NotFound", 409: "Conflict", 410: "Gone", 429: "TooManyRequests", 503: "ServiceUnavailable"}
+"""Status reasons of injected faults; any other code answers "InternalError"."""
 
 
 @dataclass
 class Fault:
-    """Answer matching requests with `status` (or delay them by `delay_s` first), `times` times (-1: always)."""
+    """Answer matching requests with `status` (or delay them by `delay_s` first), `times` times (-1: always).
+
+    `status=0` only delays. An empty `path_contains` matches every path.
+    """
 
     method: str
     path_contains: str
@@ -65,6 +80,10 @@ class Request:
     query: dict[str, str]
     status: int = 0
     agent: str = ""
+
+
+RequestLog = list[Request]
+"""Named at module level: inside FakeApiServer, `list` is its own method."""
 
 
 @dataclass
@@ -144,6 +163,8 @@ class FakeApiServer:
         self._runner: web.AppRunner | None = None
         self.port = 0
         self.watch_starts: dict[str, int] = {}
+        self.watch_generation = 0
+        """Bumped by `drop_watches`; open watch streams of an older generation end."""
 
     # -- lifecycle -------------------------------------------------------------------------------------------
 
@@ -154,18 +175,21 @@ class FakeApiServer:
         await self._runner.setup()
         site = web.TCPSite(self._runner, "127.0.0.1", 0)
         await site.start()
-        server = site._server
-        assert server is not None
-        self.port = server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+        self.port = int(self._runner.addresses[0][1])
         return self
 
     async def __aexit__(self, *exc: object) -> None:
         if self._runner is not None:
             await self._runner.cleanup()
 
+    @property
+    def url(self) -> str:
+        """The server's base URL (for a kubeconfig's `cluster.server`)."""
+        return f"http://127.0.0.1:{self.port}"
+
     def client(self, agent: str | None = None) -> ApiClient:
         """A kubernetes_asyncio ApiClient pointed at this server (its User-Agent names the replica)."""
-        configuration = Configuration(host=f"http://127.0.0.1:{self.port}")
+        configuration = Configuration(host=self.url)
         api = ApiClient(configuration)
         if agent:
             api.user_agent = agent
@@ -222,10 +246,10 @@ class FakeApiServer:
 
     async def drop_watches(self) -> None:
         """End every open watch stream (an API server restart, a load balancer timeout)."""
-        self.watch_generation = getattr(self, "watch_generation", 0) + 1
+        self.watch_generation += 1
         await self._notify()
 
-    def writes(self, plural: str | None = None, *, since: int = 0) -> list[Request]:
+    def writes(self, plural: str | None = None, *, since: int = 0) -> RequestLog:
         """Successful write requests (optionally of one resource), from request number `since`."""
         return [
             r
@@ -317,7 +341,7 @@ class FakeApiServer:
                 if fault.delay_s:
                     await asyncio.sleep(fault.delay_s)
                 if fault.status:
-                    return _status(fault.status, "InternalError", "injected fault")
+                    return _status(fault.status, REASONS.get(fault.status, "InternalError"), "injected fault")
                 break
         parts = [p for p in request.path.split("/") if p]
         if parts[:1] == ["api"] and len(parts) >= 2:
@@ -396,6 +420,8 @@ class FakeApiServer:
                 body["metadata"].pop("namespace", None)
             return web.json_response(await self._write(plural, body, guard=True))
         if method == "PATCH":
+            if request.content_type != MERGE_PATCH:
+                return _status(415, "UnsupportedMediaType", f"PATCH {request.content_type}: only {MERGE_PATCH} here")
             patch = await request.json()
             wanted = (patch.get("metadata") or {}).get("resourceVersion")
             if wanted and wanted != current["metadata"]["resourceVersion"]:
@@ -427,11 +453,16 @@ class FakeApiServer:
         await response.prepare(request)
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout
-        generation = getattr(self, "watch_generation", 0)
+        generation = self.watch_generation
         store = self.stores[plural]
 
         async def send(event_type: str, obj: Obj) -> None:
             await response.write(json.dumps({"type": event_type, "object": obj}).encode() + b"\n")
+
+        async def expired(message: str) -> web.StreamResponse:
+            expired_status = {"kind": "Status", "apiVersion": "v1", "status": "Failure", "code": 410}
+            await send("ERROR", {**expired_status, "reason": "Expired", "message": message})
+            return response
 
         if since in ("", "0"):
             index = store.dropped + len(store.history)
@@ -442,34 +473,12 @@ class FakeApiServer:
             cursor = int(since)
             index = store.dropped + bisect.bisect_right([h[0] for h in store.history], cursor)
             if cursor < self.compacted - 1:
-                await send(
-                    "ERROR",
-                    {
-                        "kind": "Status",
-                        "apiVersion": "v1",
-                        "status": "Failure",
-                        "code": 410,
-                        "reason": "Expired",
-                        "message": f"too old resource version: {cursor}",
-                    },
-                )
-                return response
+                return await expired(f"too old resource version: {cursor}")
         last_bookmark = loop.time()
-        while loop.time() < deadline and getattr(self, "watch_generation", 0) == generation:
+        while loop.time() < deadline and self.watch_generation == generation:
             seen = self._tick
             if index < store.dropped:
-                await send(
-                    "ERROR",
-                    {
-                        "kind": "Status",
-                        "apiVersion": "v1",
-                        "status": "Failure",
-                        "code": 410,
-                        "reason": "Expired",
-                        "message": "too old resource version",
-                    },
-                )
-                return response
+                return await expired("too old resource version")
             while index - store.dropped < len(store.history):
                 _, event_type, obj = store.history[index - store.dropped]
                 index += 1
