@@ -143,7 +143,8 @@ async def admission_demo(base: str, client_ssl: ssl.SSLContext) -> None:
 def planning_demo() -> None:
     say("-- rank planning: 32 pods x 8 cards placed on free nodes of a 16-leaf two-tier Clos (8 nodes/leaf)")
     try:
-        from planner import Device, Placement, Server, generate_topology, plan_ranks
+        from planner import generate_topology, plan_ranks
+        from webhook.cli_extender import worker_placement
     except ImportError as exc:
         say(f"(planner.plan_ranks is not available in this checkout: {exc}; skipping the planning part)", 3)
         return
@@ -152,20 +153,7 @@ def planning_demo() -> None:
     topology = generate_topology(leaves=16, servers_per_leaf=8)
     rng = random.Random(7)
     nodes = rng.sample(sorted(topology.paths), 32)  # a fragmented cluster: free nodes are scattered
-    servers = tuple(
-        Server(
-            pod_name=f"bert-32x8-worker-{i}",
-            node_name=node,
-            server_id=f"10.0.{i // 250}.{i % 250 + 1}",
-            host_ip=f"10.0.{i // 250}.{i % 250 + 1}",
-            pod_ip=f"172.16.{i // 250}.{i % 250 + 1}",
-            task_name="worker",
-            task_index=i,
-            devices=tuple(Device(device_id=d, device_ip=f"192.168.{i}.{d + 1}") for d in range(8)),
-        )
-        for i, node in enumerate(nodes)
-    )
-    placement = Placement(job_name="bert-32x8", namespace="default", servers=servers)
+    placement = worker_placement("bert-32x8", nodes)
     result = plan_ranks(placement, topology, "ring", "ecmp", rng=0, time_limit=2.0)
     before, after = result.before, result.after
     say(f"planner: {result.message} ({result.wall_time_s * 1000:.0f} ms); rank 0 stays on task index 0", 3)

@@ -7,7 +7,8 @@ and the `extender` scheduler takes the best score of `webhook.extender_scoring` 
 placed job is then planned with `planner.plan_ranks` when that is installed, and the ring bus bandwidth of its
 pod-index order and of the planned order is simulated. One JSON line per job and scheduler, then a summary line.
 
-The payload builders (`node_info`, `task_info`) are shared with the tests and `bench/extender.py`.
+The payload builders (`node_info`, `task_info`) are shared with the tests and `bench/extender.py`, and
+`worker_placement` (a synthetic job's pods on given nodes) with `examples/demo.py` and the planner tests.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from typing import Any
 
 import numpy as np
 
+from planner import Device, Placement, Server, Topology
 from webhook.cli import CommandError
 from webhook.settings import RING_LABEL, ROUTE_PLAN_ENV, Settings
 
@@ -348,28 +350,46 @@ def planner_available() -> bool:
     return True
 
 
+def worker_placement(
+    job_name: str,
+    nodes: Sequence[str],
+    *,
+    namespace: str = "default",
+    devices_per_server: int = 8,
+    pod_network: str = "172.16",
+    device_network: str = "192.168",
+    master: int = 0,
+) -> Placement:
+    """A synthetic job's placement: pod `<job_name>-worker-<i>` (task "worker", index i) on `nodes[i]`.
+
+    Server and host IPs are `10.0.<i // 250>.<i % 250 + 1>`, pod IPs `<pod_network>.<i // 250>.<i % 250 + 1>`,
+    and card d of pod i has device ID d and IP `<device_network>.<i % 250>.<d + 1>`.
+    """
+    servers = tuple(
+        Server(
+            pod_name=f"{job_name}-worker-{i}",
+            node_name=node,
+            server_id=f"10.0.{i // 250}.{i % 250 + 1}",
+            host_ip=f"10.0.{i // 250}.{i % 250 + 1}",
+            pod_ip=f"{pod_network}.{i // 250}.{i % 250 + 1}",
+            task_name="worker",
+            task_index=i,
+            devices=tuple(
+                Device(device_id=d, device_ip=f"{device_network}.{i % 250}.{d + 1}") for d in range(devices_per_server)
+            ),
+        )
+        for i, node in enumerate(nodes)
+    )
+    return Placement(job_name=job_name, namespace=namespace, servers=servers, master=master)
+
+
 def with_bandwidth(
     outcome: JobOutcome, paths: Mapping[str, tuple[str, ...]], *, seed: int, settings: Settings | None = None
 ) -> JobOutcome:
     """The outcome with ring bus bandwidth of the pod-index order and of the planned order (planner required)."""
-    from planner import Device, Placement, Server, Topology
-
     plan_module = importlib.import_module("planner._plan")
     settings = settings or Settings()
-    servers = tuple(
-        Server(
-            pod_name=f"{outcome.job}-worker-{i}",
-            node_name=node,
-            server_id=f"10.0.{i // 250}.{i % 250 + 1}",
-            host_ip=f"10.0.{i // 250}.{i % 250 + 1}",
-            pod_ip=f"172.16.{i // 250}.{i % 250 + 1}",
-            task_name="worker",
-            task_index=i,
-            devices=tuple(Device(d, f"192.168.{i % 250}.{d + 1}") for d in range(8)),
-        )
-        for i, node in enumerate(outcome.nodes)
-    )
-    placement = Placement(job_name=outcome.job, namespace="train", servers=servers)
+    placement = worker_placement(outcome.job, outcome.nodes, namespace="train")
     topology = Topology(paths=dict(paths), fabric=settings.topology.fabric, source="simulation")
     result = plan_module.plan_ranks(placement, topology, "ring", settings.planning.routing, rng=seed)
     return JobOutcome(
@@ -455,4 +475,5 @@ __all__ = [
     "summarise",
     "task_info",
     "with_bandwidth",
+    "worker_placement",
 ]

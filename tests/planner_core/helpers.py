@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from planner._model import Device, Fabric, Placement, Server, Topology, frozen_mapping
+from planner._model import Fabric, Placement, Topology, frozen_mapping
+from webhook.cli_extender import worker_placement
 
 
 def make_topology(
@@ -33,17 +34,6 @@ def make_topology(
 
 def make_placement(nodes: Sequence[str], *, master: int = 0, devices: int = 2) -> Placement:
     """One pod per node, in the given (pod-index) order."""
-    servers = tuple(
-        Server(
-            pod_name=f"job-worker-{i}",
-            node_name=node,
-            server_id=f"10.0.{i // 250}.{i % 250 + 1}",
-            host_ip=f"10.0.{i // 250}.{i % 250 + 1}",
-            pod_ip=f"10.1.{i // 250}.{i % 250 + 1}",
-            task_name="worker",
-            task_index=i,
-            devices=tuple(Device(device_id=d, device_ip=f"10.2.{i % 250}.{d + 1}") for d in range(devices)),
-        )
-        for i, node in enumerate(nodes)
+    return worker_placement(
+        "job", nodes, devices_per_server=devices, pod_network="10.1", device_network="10.2", master=master
     )
-    return Placement(job_name="job", namespace="default", servers=servers, master=master)
