@@ -18,7 +18,6 @@ from certs import ServingCertificates, certificate_info
 from tests.fakes import FakeApiServer, Fault
 from webhook.kube import KubeRepository
 from webhook.kube_certs import SelfSignedCertificates, SelfSignedSettings, parse_secret_ref
-from webhook.metrics import Metrics
 
 NS, SECRET = "ringroute-system", "ringroute-webhook-tls"
 SECRETS_PATH = f"/api/v1/namespaces/{NS}/secrets"
@@ -46,11 +45,8 @@ async def api() -> AsyncIterator[FakeApiServer]:
 
 @pytest.fixture
 async def repository(api: FakeApiServer) -> AsyncIterator[KubeRepository]:
-    client = api.client()
-    try:
-        yield KubeRepository(client, Metrics())
-    finally:
-        await client.close()
+    async with api.repository() as kube:
+        yield kube
 
 
 def manager(repository: KubeRepository, cert_dir: Path, **overrides: Any) -> SelfSignedCertificates:

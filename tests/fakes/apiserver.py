@@ -19,12 +19,15 @@ import datetime as dt
 import itertools
 import json
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from aiohttp import web
 from kubernetes_asyncio.client import ApiClient, Configuration
+
+from webhook.kube import KubeRepository
+from webhook.metrics import Metrics
 
 Obj = dict[str, Any]
 
@@ -194,6 +197,17 @@ class FakeApiServer:
         if agent:
             api.user_agent = agent
         return api
+
+    @contextlib.asynccontextmanager
+    async def repository(
+        self, metrics: Metrics | None = None, *, agent: str | None = None, request_timeout_s: float = 10.0
+    ) -> AsyncIterator[KubeRepository]:
+        """ringroute's KubeRepository on a `client(agent)` of this server; the client is closed on exit."""
+        api = self.client(agent)
+        try:
+            yield KubeRepository(api, metrics or Metrics(), request_timeout_s=request_timeout_s)
+        finally:
+            await api.close()
 
     # -- direct access for tests (no HTTP) -------------------------------------------------------------------
 

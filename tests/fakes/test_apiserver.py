@@ -10,7 +10,6 @@ import pytest
 from tests.fakes import FakeApiServer, Fault
 from webhook.kube import ConflictError, KubeError, KubeRepository
 from webhook.kube_certs import MUTATING_WEBHOOKS, SECRETS
-from webhook.metrics import Metrics
 
 CONFIGURATION: dict[str, Any] = {"metadata": {"name": "ringroute"}, "webhooks": [{"name": "a.ringroute.io"}]}
 SECRET: dict[str, Any] = {"metadata": {"name": "tls", "namespace": "ns"}, "type": "kubernetes.io/tls", "data": {}}
@@ -25,11 +24,8 @@ async def server() -> AsyncIterator[FakeApiServer]:
 
 @pytest.fixture
 async def repository(server: FakeApiServer) -> AsyncIterator[KubeRepository]:
-    client = server.client()
-    try:
-        yield KubeRepository(client, Metrics())
-    finally:
-        await client.close()
+    async with server.repository() as kube:
+        yield kube
 
 
 async def test_webhook_configurations_are_cluster_scoped_and_merge_patched_under_a_resource_version_guard(
