@@ -1,26 +1,37 @@
-"""Route pinning: give every cross-leaf flow a spine (and a core in 3 tiers) so no link exceeds the bound λ*.
+"""Route pinning: give every cross-leaf flow a spine (and a core in 3 tiers) so link loads reach the optimum.
 
-Per step, cross-leaf flows form a bipartite multigraph between source and destination tier-1 switches.
-Each switch's edges are cut into chunks of at most U (uplinks); a proper edge colouring of the chunk graph with
-U colours (König: a bipartite multigraph of max degree Δ has a Δ-edge-colouring) gives every flow a spine such
-that a switch uses each spine at most ceil(degree / U) <= λ* times. The colouring is built from Δ perfect
-matchings of the graph padded to Δ-regular. In 3 tiers the cross-pod flows through spine j of each pod are
-coloured the same way with the V core uplinks of the spines.
+Per step, cross-leaf flows form a bipartite multigraph between source and destination tier-1 switches. A
+colouring with U colours (uplinks) in which every switch of degree d uses each colour at most ceil(d / U) times
+gives every flow a spine and puts at most λ* flows on every tier-1 link (2 tiers: optimal). It is built by
+Euler splitting: halve the edges so every switch sends ceil/floor of its degree to each half, recurse; an odd
+colour count peels one matching first. In 3 tiers a pod's cross-pod flows through spine j share its V core
+uplinks, which couples the switches of a pod: the splitting also balances each pod's cross-pod flows, Kempe
+swaps remove what is left over, and the core uplinks are then a colouring of the pod-level flows per spine.
+The per-tier bound λ* is not always attainable jointly with oversubscribed spines (a parity obstruction), so a
+step that misses it is solved exactly as an integer program when small; `RoutePlan.step_bounds` holds the
+proven lower bound of every step (λ*, or the exact optimum).
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, TypedDict
 
 import numpy as np
+from scipy.optimize import Bounds, LinearConstraint, milp
 from scipy.sparse import csr_matrix
-from scipy.sparse.csgraph import maximum_bipartite_matching
+from scipy.sparse.csgraph import connected_components, maximum_bipartite_matching
 
 from planner._errors import InputError
 from planner._network import JobNetwork
-from planner._simulate import _check_flows, lambda_star, link_loads
+from planner._simulate import _check_flows, lambda_star
+
+EXACT_MAX_CHOICES = 20_000
+"""Largest number of (flow, spine, core) choices the exact solver takes on; bigger steps keep the colouring."""
+EXACT_TIME_LIMIT_S = 2.0
+"""Time limit of one exact solve (HiGHS branch and bound); its proven lower bound is used when it stops early."""
 
 
 class RouteEntry(TypedDict):
@@ -68,15 +79,31 @@ class RoutePlan:
     max_load: int
     """Largest link load (in flows) over all steps with these routes."""
     bound: int
-    """λ*: the largest per-step lower bound; max_load == bound when pinning is optimal."""
+    """The largest per-step proven lower bound (see `step_bounds`); max_load == bound when pinning is optimal."""
+    step_bounds: tuple[int, ...] = ()
+    """Proven lower bound of each step's max link load under any pinning: λ* (`lambda_star`), raised to the
+    exact optimum for steps where λ* is not attainable (oversubscribed spines, unequal uplink counts)."""
+    step_loads: tuple[int, ...] = ()
+    """Max link load of each step with these routes."""
+
+    def _index_of(self, flows: np.ndarray) -> int | None:
+        pairs = np.asarray(flows, dtype=np.int64)
+        for index, step in enumerate(self.steps):
+            if step.shape == pairs.shape and np.array_equal(step, pairs):
+                return index
+        return None
 
     def assignment_for(self, flows: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
         """(spines, cores) of a step with exactly these flows, or None when the plan does not cover it."""
-        pairs = np.asarray(flows, dtype=np.int64)
-        for step, spines, cores in zip(self.steps, self.spines, self.cores, strict=True):
-            if step.shape == pairs.shape and np.array_equal(step, pairs):
-                return spines, cores
-        return None
+        index = self._index_of(flows)
+        return None if index is None else (self.spines[index], self.cores[index])
+
+    def bound_for(self, flows: np.ndarray) -> int | None:
+        """Proven lower bound of the max link load of a step with exactly these flows, or None if not covered."""
+        index = self._index_of(flows)
+        if index is None or index >= len(self.step_bounds):
+            return None
+        return self.step_bounds[index]
 
     def merged(self, other: RoutePlan) -> RoutePlan:
         """This plan and `other` (same network) as one plan."""
@@ -87,6 +114,8 @@ class RoutePlan:
             cores=self.cores + other.cores,
             max_load=max(self.max_load, other.max_load),
             bound=max(self.bound, other.bound),
+            step_bounds=self.step_bounds + other.step_bounds,
+            step_loads=self.step_loads + other.step_loads,
         )
 
     def to_json(self, pod_names: Sequence[str] | None = None) -> RoutesFile:
@@ -129,10 +158,12 @@ class RoutePlan:
 
     def to_dict(self) -> dict[str, Any]:
         """Summary for reports (without the per-flow list)."""
-        return {"max_load": self.max_load, "bound": self.bound, "steps": len(self.steps)}
-
-
-# -- bipartite multigraph edge colouring ---------------------------------------------------------------------------
+        return {
+            "max_load": self.max_load,
+            "bound": self.bound,
+            "lambda_star": max((lambda_star(self.network, s) for s in self.steps), default=1),
+            "steps": len(self.steps),
+        }
 
 
 def _pack(degrees: np.ndarray, capacity: int) -> np.ndarray:
@@ -159,202 +190,657 @@ def _pack(degrees: np.ndarray, capacity: int) -> np.ndarray:
     return bins
 
 
+# -- bipartite multigraph edge colouring by Euler splitting -----------------------------------------------------
+
+
+def _consecutive_pairs(vertex: np.ndarray, key: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Pair each vertex's edges consecutively in `key` order: (first, second, leftover) edge indices.
+
+    `leftover` holds the last edge of every odd-degree vertex.
+    """
+    size = vertex.size
+    order = np.lexsort((key, vertex))
+    ordered = vertex[order]
+    same_as_next = np.zeros(size, dtype=bool)
+    same_as_next[:-1] = ordered[1:] == ordered[:-1]
+    starts = np.flatnonzero(np.r_[True, ~same_as_next[:-1]]) if size else np.zeros(0, dtype=np.int64)
+    position = np.arange(size) - np.repeat(starts, np.diff(np.r_[starts, size]))
+    even = (position & 1) == 0
+    first = np.flatnonzero(even & same_as_next)
+    leftover = order[even & ~same_as_next]
+    return order[first], order[first + 1], leftover
+
+
+def _two_colour(size: int, first: np.ndarray, second: np.ndarray) -> np.ndarray:
+    """A 2-colouring (bool per edge) of the pairing graph in which every pair gets different colours.
+
+    Each edge has at most one partner at its out end and one at its in end, so the pairing graph is a union of
+    paths and cycles that alternate out/in pairs, hence even: 2-colourable. The colouring is read off the
+    connected components of the graph's bipartite double cover (node e and e' = e + size; a pair joins e to f'
+    and e' to f): an edge is True when its plain copy has the smaller component label.
+    """
+    rows = np.concatenate([first, first + size])
+    cols = np.concatenate([second + size, second])
+    graph = csr_matrix((np.ones(rows.size, dtype=np.int8), (rows, cols)), shape=(2 * size, 2 * size))
+    _, labels = connected_components(graph, directed=False)
+    colour: np.ndarray = labels[:size] < labels[size:]
+    return colour
+
+
+def _halve(
+    out_v: np.ndarray, in_v: np.ndarray, key: np.ndarray, out_group: np.ndarray, in_group: np.ndarray
+) -> np.ndarray:
+    """Euler split: every vertex sends ceil/floor of its edges to each half (True / False).
+
+    Pairs are formed at each vertex in `key` order (low keys first); an odd vertex's leftover edge with a group
+    id >= 0 is paired with the leftover of another vertex of the same group, so groups (a pod's cross-pod
+    flows) are balanced too, without unbalancing any vertex.
+    """
+    firsts: list[np.ndarray] = []
+    seconds: list[np.ndarray] = []
+    for vertex, group in ((out_v, out_group), (in_v, in_group)):
+        first, second, leftover = _consecutive_pairs(vertex, key)
+        firsts.append(first)
+        seconds.append(second)
+        grouped = leftover[group[leftover] >= 0]
+        if grouped.size > 1:
+            g_first, g_second, _ = _consecutive_pairs(group[grouped], np.zeros(grouped.size, dtype=np.int64))
+            firsts.append(grouped[g_first])
+            seconds.append(grouped[g_second])
+    return _two_colour(out_v.size, np.concatenate(firsts), np.concatenate(seconds))
+
+
+def _chunks(vertex: np.ndarray, size: int, key: np.ndarray) -> np.ndarray:
+    """Vertex id of every edge when each vertex's edges (in `key` order) are cut into chunks of `size`."""
+    order = np.lexsort((key, vertex))
+    ordered = vertex[order]
+    starts = np.flatnonzero(np.r_[True, ordered[1:] != ordered[:-1]])
+    position = np.arange(vertex.size) - np.repeat(starts, np.diff(np.r_[starts, vertex.size]))
+    chunk = np.empty(vertex.size, dtype=np.int64)
+    chunk[order] = position // size
+    _, ids = np.unique(np.stack([vertex, chunk], axis=1), axis=0, return_inverse=True)
+    flat: np.ndarray = ids.ravel()
+    return flat
+
+
+def _peel_matching(out_v: np.ndarray, in_v: np.ndarray, colours: int, key: np.ndarray) -> np.ndarray:
+    """Mask of a matching of the chunk graph (chunks of `colours` edges) that covers every full chunk.
+
+    Taking it as one colour leaves every vertex with at most its capacity for the remaining colours - 1.
+    The chunk graph is packed and padded to be `colours`-regular, which has a perfect matching (König).
+    """
+    left = _chunks(out_v, colours, key)
+    right = _chunks(in_v, colours, key)
+    left = _pack(np.bincount(left), colours)[left]
+    right = _pack(np.bincount(right), colours)[right]
+    n = int(max(left.max(), right.max())) + 1
+    dummy_left = np.repeat(np.arange(n), colours - np.bincount(left, minlength=n))
+    dummy_right = np.repeat(np.arange(n), colours - np.bincount(right, minlength=n))
+    rows = np.concatenate([left, dummy_left])
+    cols = np.concatenate([right, dummy_right])
+    graph = csr_matrix((np.ones(rows.size, dtype=np.int8), (rows, cols)), shape=(n, n))
+    graph.sum_duplicates()
+    match = maximum_bipartite_matching(graph, perm_type="column")
+    if np.any(match < 0):
+        raise AssertionError("a regular bipartite multigraph must have a perfect matching")
+    # One real edge per matched (row, column) when such an edge exists (else the match used padding).
+    wanted = np.full(n, -1, dtype=np.int64)
+    wanted[np.arange(n)] = match
+    hit = wanted[left] == right
+    candidates = np.flatnonzero(hit)
+    _, first = np.unique(left[candidates], return_index=True)
+    mask = np.zeros(out_v.size, dtype=bool)
+    mask[candidates[first]] = True
+    return mask
+
+
+def _capacity_colouring(
+    out_v: np.ndarray,
+    in_v: np.ndarray,
+    colours: int,
+    *,
+    key: np.ndarray | None = None,
+    out_group: np.ndarray | None = None,
+    in_group: np.ndarray | None = None,
+) -> np.ndarray:
+    """Colours 0 .. colours-1 such that every vertex of degree d uses each colour at most ceil(d / colours) times.
+
+    Recursive Euler splitting: an even colour count splits the edges into two halves that each vertex shares
+    ceil/floor (and groups, when given, as evenly as vertex balance allows); an odd count first peels one
+    matching off the chunk graph. Every level is one vectorised pass over the edges of a colour class.
+    """
+    size = out_v.size
+    colour = np.zeros(size, dtype=np.int64)
+    if size == 0 or colours <= 1:
+        return colour
+    sort_key = np.zeros(size, dtype=np.int64) if key is None else key
+    no_group = np.full(size, -1, dtype=np.int64)
+    groups_out = no_group if out_group is None else out_group
+    groups_in = no_group if in_group is None else in_group
+    # Work list of (edge indices, colour count, first colour).
+    pending: list[tuple[np.ndarray, int, int]] = [(np.arange(size), colours, 0)]
+    while pending:
+        idx, count, offset = pending.pop()
+        if idx.size == 0:
+            continue
+        if count == 1:
+            colour[idx] = offset
+            continue
+        ov, iv, k = out_v[idx], in_v[idx], sort_key[idx]
+        if count % 2:
+            peeled = _peel_matching(ov, iv, count, k)
+            colour[idx[peeled]] = offset + count - 1
+            pending.append((idx[~peeled], count - 1, offset))
+            continue
+        first = _halve(ov, iv, k, groups_out[idx], groups_in[idx])
+        pending.append((idx[first], count // 2, offset))
+        pending.append((idx[~first], count // 2, offset + count // 2))
+    return colour
+
+
 def edge_colouring(left: np.ndarray, right: np.ndarray, colours: int | None = None) -> np.ndarray:
     """A proper edge colouring of a bipartite multigraph with max-degree colours (König's theorem).
 
     `left[e]`, `right[e]` are the endpoints of edge e (non-negative ints, independent id spaces). Returns the
-    colour of every edge in 0 .. Δ-1 (`colours` >= Δ may be given to allow more). Built from Δ perfect
-    matchings of the multigraph padded (after merging light vertices) to be Δ-regular.
+    colour of every edge in 0 .. Δ-1 (`colours` >= Δ may be given to allow more). Built by Euler splitting
+    (one matching per odd colour count on the way down).
     """
     edges = left.size
     if edges == 0:
         return np.zeros(0, dtype=np.int64)
     _, left_v = np.unique(left, return_inverse=True)
     _, right_v = np.unique(right, return_inverse=True)
+    left_v, right_v = left_v.ravel(), right_v.ravel()
     delta = int(max(np.bincount(left_v).max(), np.bincount(right_v).max()))
     if colours is not None:
         if colours < delta:
             raise InputError(f"colours: {colours} is below the max degree {delta}; a colouring needs at least Δ")
         delta = colours
-    left_v = _pack(np.bincount(left_v), delta)[left_v]
-    right_v = _pack(np.bincount(right_v), delta)[right_v]
-    n = int(max(left_v.max(), right_v.max())) + 1
-    # Pad to Δ-regular: dummy edges join left and right deficits in order (equal totals, n*Δ - E each side).
-    left_deficit = delta - np.bincount(left_v, minlength=n)
-    right_deficit = delta - np.bincount(right_v, minlength=n)
-    dummy_left = np.repeat(np.arange(n), left_deficit)
-    dummy_right = np.repeat(np.arange(n), right_deficit)
-
-    real_key = left_v * n + right_v
-    order = np.argsort(real_key, kind="stable")
-    keys, first, real_count = np.unique(real_key[order], return_index=True, return_counts=True)
-    all_keys, dummy_count_of = np.unique(np.concatenate([keys, dummy_left * n + dummy_right]), return_counts=True)
-    real_remaining = np.zeros(all_keys.size, dtype=np.int64)
-    start = np.zeros(all_keys.size, dtype=np.int64)
-    at = np.searchsorted(all_keys, keys)
-    real_remaining[at] = real_count
-    start[at] = first
-    dummy_remaining = dummy_count_of.copy()
-    dummy_remaining[at] -= 1
-    used = np.zeros(all_keys.size, dtype=np.int64)
-    colour = np.full(edges, -1, dtype=np.int64)
-    rows, cols = all_keys // n, all_keys % n
-    for c in range(delta):
-        alive = (real_remaining + dummy_remaining) > 0
-        graph = csr_matrix((np.ones(int(alive.sum()), dtype=np.int8), (rows[alive], cols[alive])), shape=(n, n))
-        match = maximum_bipartite_matching(graph, perm_type="column")
-        matched_rows = np.flatnonzero(match >= 0)
-        if matched_rows.size != n:
-            raise AssertionError("a regular bipartite multigraph must have a perfect matching")
-        k = np.searchsorted(all_keys, matched_rows * n + match[matched_rows])
-        real = real_remaining[k] > 0
-        real_k = k[real]
-        colour[order[start[real_k] + used[real_k]]] = c
-        used[real_k] += 1
-        real_remaining[real_k] -= 1
-        dummy_remaining[k[~real]] -= 1
-    return colour
+    return _capacity_colouring(left_v, right_v, delta)
 
 
-# -- pinning -------------------------------------------------------------------------------------------------------
+def pin_routes(
+    network: JobNetwork, flow_steps: Sequence[np.ndarray], *, exact_time_limit: float = EXACT_TIME_LIMIT_S
+) -> RoutePlan:
+    """Pin every cross-leaf flow of every step to a spine (and core) with the smallest max link load per step.
 
-
-def _chunk_ids(group: np.ndarray, size: np.ndarray, priority: np.ndarray) -> np.ndarray:
-    """Vertex id of every edge when each group's edges are cut into chunks of its `size` (priority edges first)."""
-    order = np.lexsort((-priority, group))
-    sorted_group = group[order]
-    starts = np.flatnonzero(np.r_[True, sorted_group[1:] != sorted_group[:-1]])
-    position = np.arange(group.size) - np.repeat(starts, np.diff(np.r_[starts, group.size]))
-    chunk = np.empty(group.size, dtype=np.int64)
-    chunk[order] = position // size[order]
-    return group * (group.size + 1) + chunk
-
-
-def _repair(colour: np.ndarray, limit: np.ndarray, out_group: np.ndarray, in_group: np.ndarray) -> None:
-    """Move edges whose colour is not available at both ends (colour >= limit) to the least loaded valid colour.
-
-    Only fabrics whose switches differ in uplink count need this; with equal counts every colour is valid.
-    """
-    bad = np.flatnonzero(colour >= limit)
-    if not bad.size:
-        return
-    width = int(colour.max()) + 1
-    _, out_v = np.unique(out_group, return_inverse=True)
-    _, in_v = np.unique(in_group, return_inverse=True)
-    ok = colour < limit
-    out_load = np.zeros((out_v.max() + 1, width), dtype=np.int64)
-    in_load = np.zeros((in_v.max() + 1, width), dtype=np.int64)
-    np.add.at(out_load, (out_v[ok], colour[ok]), 1)
-    np.add.at(in_load, (in_v[ok], colour[ok]), 1)
-    for e in bad.tolist():
-        allowed = int(limit[e])
-        cost = np.maximum(out_load[out_v[e], :allowed], in_load[in_v[e], :allowed])
-        best = int(np.argmin(cost))
-        colour[e] = best
-        out_load[out_v[e], best] += 1
-        in_load[in_v[e], best] += 1
-
-
-def pin_routes(network: JobNetwork, flow_steps: Sequence[np.ndarray]) -> RoutePlan:
-    """Pin every cross-leaf flow of every step to a spine (and core) so link loads meet λ* per step.
-
-    Steps are separate moments in time and are pinned independently (in one colouring of their disjoint union).
-    With equal uplink counts per tier the result reaches the bound: `max_load == bound`.
+    Steps are separate moments in time and are pinned independently (in one colouring of their disjoint union;
+    identical steps, such as the two halves of halving-doubling, once). `RoutePlan.step_bounds` holds each
+    step's proven lower bound and `step_loads` what the routes reach; they are equal (optimal) for every step
+    whose load reaches λ* or that the exact solver (`exact_time_limit` seconds, small steps) finished.
     """
     all_steps = tuple(_check_flows(network, s) for s in flow_steps)
-    # Identical steps (the two halves of halving-doubling) are one set of connections: pin them once.
     first_of: dict[tuple[tuple[int, ...], bytes], int] = {}
     distinct_of: list[int] = []
     for pairs in all_steps:
         distinct_of.append(first_of.setdefault((pairs.shape, pairs.tobytes()), len(first_of)))
     steps = tuple(all_steps[distinct_of.index(k)] for k in range(len(first_of)))
-    bound = max((lambda_star(network, s) for s in steps), default=1)
-    best: RoutePlan | None = None
-    # With oversubscribed spines the per-pod split of cross-pod flows over spines can miss the tier-2 bound;
-    # a few reshuffled attempts (seeded, so plans stay reproducible) usually find a plan that meets it.
-    attempts = 8 if network.listed_tiers == 2 else 1
-    rng = np.random.default_rng(0)
-    for attempt in range(attempts):
-        spines_out, cores_out = _pin_once(network, steps, rng if attempt else None)
-        spines_all = tuple(spines_out[k] for k in distinct_of)
-        cores_all = tuple(cores_out[k] for k in distinct_of)
-        plan = RoutePlan(network, all_steps, spines_all, cores_all, max_load=0, bound=bound)
-        max_load = 0
-        for pairs in steps:
-            if pairs.size:
-                loads = link_loads(network, pairs, "pinned", routes=plan)
-                max_load = max(max_load, round(float(loads.max())))
-        if best is None or max_load < best.max_load:
-            best = RoutePlan(network, all_steps, spines_all, cores_all, max_load=max_load, bound=bound)
-        if best.max_load <= bound:
-            break
-    assert best is not None
-    return best
-
-
-def _pin_once(
-    network: JobNetwork, steps: tuple[np.ndarray, ...], rng: np.random.Generator | None
-) -> tuple[list[np.ndarray], list[np.ndarray]]:
-    """One pinning of distinct steps: (spines, cores) per step; `rng` shuffles chunk membership."""
-    nics, planes = network.nics, network.planes
-    spines_out = [np.full((s.shape[0], nics), -1, dtype=np.int64) for s in steps]
-    cores_out = [np.full((s.shape[0], nics), -1, dtype=np.int64) for s in steps]
-
-    step_id, pair_id, nic = [], [], []
+    flows = _cross_flows(network, steps)
+    spine, core = _assign(network, flows)
+    spines_out = [np.full((s.shape[0], network.nics), -1, dtype=np.int64) for s in steps]
+    cores_out = [np.full((s.shape[0], network.nics), -1, dtype=np.int64) for s in steps]
+    for i in range(len(steps)):
+        mine = flows.step == i
+        spines_out[i][flows.pair[mine], flows.nic[mine]] = spine[mine]
+        cores_out[i][flows.pair[mine], flows.nic[mine]] = core[mine]
+    loads = _step_max_loads(network, steps, flows, spine, core)
+    bounds = [lambda_star(network, s) for s in steps]
     for i, pairs in enumerate(steps):
-        count = pairs.shape[0]
-        step_id.append(np.full(count * nics, i))
-        pair_id.append(np.repeat(np.arange(count), nics))
-        nic.append(np.tile(np.arange(nics), count))
-    if steps:
-        s_id, p_id, d = np.concatenate(step_id), np.concatenate(pair_id), np.concatenate(nic)
-        src = np.concatenate([s[:, 0] for s in steps])[_flat_pair_index(steps, nics)]
-        dst = np.concatenate([s[:, 1] for s in steps])[_flat_pair_index(steps, nics)]
-        sw_a, sw_b = network.tier1_switch(src, d), network.tier1_switch(dst, d)
-        cross = sw_a != sw_b
-        s_id, p_id, d, src, dst, sw_a, sw_b = (x[cross] for x in (s_id, p_id, d, src, dst, sw_a, sw_b))
-        pod_a, pod_b = network.server_pod[src], network.server_pod[dst]
-        cross_pod = (pod_a != pod_b).astype(np.int64)
-        priority = cross_pod * (cross_pod.size + 1)
-        if rng is not None:
-            priority = priority + rng.permutation(cross_pod.size)
-        switches = len(network.leaf_names) * planes
-        out_group = s_id * switches + sw_a
-        in_group = s_id * switches + sw_b
-        leaf_a, leaf_b = network.server_leaf[src], network.server_leaf[dst]
-        spine_limit = np.minimum(network.leaf_uplinks[leaf_a], network.leaf_uplinks[leaf_b])
-        spine = edge_colouring(
-            _chunk_ids(out_group, network.leaf_uplinks[leaf_a], priority),
-            _chunk_ids(in_group, network.leaf_uplinks[leaf_b], priority),
-            network.max_uplinks,
+        if loads[i] <= bounds[i] or exact_time_limit <= 0:
+            continue
+        nic_load = _nic_max_load(pairs)
+        exact = _exact_step(network, pairs, bounds[i], exact_time_limit)
+        if exact is None:
+            continue
+        bounds[i] = max(bounds[i], exact.lower_bound)
+        if max(exact.max_load, nic_load) < loads[i]:
+            step_flows = _cross_flows(network, [pairs])
+            spines_out[i][step_flows.pair, step_flows.nic] = exact.spine
+            cores_out[i][step_flows.pair, step_flows.nic] = exact.core
+            loads[i] = max(exact.max_load, nic_load)
+    return RoutePlan(
+        network,
+        all_steps,
+        tuple(spines_out[k] for k in distinct_of),
+        tuple(cores_out[k] for k in distinct_of),
+        max_load=max(loads, default=0),
+        bound=max(bounds, default=1),
+        step_bounds=tuple(bounds[k] for k in distinct_of),
+        step_loads=tuple(loads[k] for k in distinct_of),
+    )
+
+
+def _nic_max_load(pairs: np.ndarray) -> int:
+    """Largest number of flows on one NIC link (per NIC and direction) of a step."""
+    if not pairs.size:
+        return 0
+    return int(max(np.bincount(pairs[:, 0]).max(), np.bincount(pairs[:, 1]).max()))
+
+
+def _step_max_loads(
+    network: JobNetwork, steps: Sequence[np.ndarray], flows: _CrossFlows, spine: np.ndarray, core: np.ndarray
+) -> list[int]:
+    """Max link load (NIC and switch links) of every step under the given routes."""
+    switches = len(network.leaf_names) * network.planes
+    sw_a, sw_b = flows.out_switch % switches, flows.in_switch % switches
+    parts = [network.leaf_link(sw_a, spine, up=True), network.leaf_link(sw_b, spine, up=False)]
+    owners = [flows.step, flows.step]
+    up = np.flatnonzero(core >= 0)
+    if up.size:
+        for pod, direction in ((flows.pod_a, True), (flows.pod_b, False)):
+            parts.append(network.spine_link(pod[up], flows.plane[up], spine[up], core[up], up=direction))
+            owners.append(flows.step[up])
+    first = network.first_switch_link
+    width = network.num_links - first
+    links = np.concatenate(parts) - first
+    owner = np.concatenate(owners)
+    out = [_nic_max_load(s) for s in steps]
+    if links.size:
+        counts = np.bincount(owner * width + links, minlength=len(steps) * width).reshape(len(steps), width)
+        out = [max(a, int(b)) for a, b in zip(out, counts.max(axis=1), strict=True)]
+    return out
+
+
+# -- pinning -------------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, eq=False)
+class _CrossFlows:
+    """Every cross-leaf (step, pair, nic) flow of some steps, flattened, with its switches and pods."""
+
+    step: np.ndarray
+    pair: np.ndarray
+    nic: np.ndarray
+    plane: np.ndarray
+    out_switch: np.ndarray
+    """(step, tier-1 switch) vertex id of the source end."""
+    in_switch: np.ndarray
+    leaf_a: np.ndarray
+    leaf_b: np.ndarray
+    pod_a: np.ndarray
+    pod_b: np.ndarray
+
+    @property
+    def cross_pod(self) -> np.ndarray:
+        mask: np.ndarray = self.pod_a != self.pod_b
+        return mask
+
+
+def _cross_flows(network: JobNetwork, steps: Sequence[np.ndarray]) -> _CrossFlows:
+    nics, planes = network.nics, network.planes
+    counts = [s.shape[0] for s in steps]
+    step = np.repeat(np.arange(len(steps)), np.asarray(counts, dtype=np.int64) * nics)
+    pair = np.concatenate([np.repeat(np.arange(c), nics) for c in counts]) if steps else np.zeros(0, dtype=np.int64)
+    nic = np.tile(np.arange(nics), sum(counts))
+    pairs = np.concatenate(steps) if steps else np.zeros((0, 2), dtype=np.int64)
+    src = np.repeat(pairs[:, 0], nics)
+    dst = np.repeat(pairs[:, 1], nics)
+    sw_a, sw_b = network.tier1_switch(src, nic), network.tier1_switch(dst, nic)
+    cross = np.flatnonzero(sw_a != sw_b)
+    switches = len(network.leaf_names) * planes
+    plane = nic if network.layout == "rail" else np.zeros_like(nic)
+    return _CrossFlows(
+        step=step[cross],
+        pair=pair[cross],
+        nic=nic[cross],
+        plane=plane[cross],
+        out_switch=step[cross] * switches + sw_a[cross],
+        in_switch=step[cross] * switches + sw_b[cross],
+        leaf_a=network.server_leaf[src[cross]],
+        leaf_b=network.server_leaf[dst[cross]],
+        pod_a=network.server_pod[src[cross]],
+        pod_b=network.server_pod[dst[cross]],
+    )
+
+
+def _limited_colouring(
+    out_v: np.ndarray,
+    in_v: np.ndarray,
+    out_size: np.ndarray,
+    in_size: np.ndarray,
+    *,
+    key: np.ndarray,
+    out_group: np.ndarray,
+    in_group: np.ndarray,
+) -> np.ndarray:
+    """Colour edges with colours below min(out_size, in_size) keeping each vertex near ceil(degree / its size).
+
+    Equal sizes: exact capacity colouring. Unequal sizes (switches with different uplink counts): each vertex's
+    edges are cut into chunks of its own size, the chunk graph is properly coloured with the largest size, and
+    edges whose colour one end lacks move to the least loaded colour both ends have (a greedy repair).
+    """
+    if out_v.size == 0:
+        return np.zeros(0, dtype=np.int64)
+    largest = int(max(out_size.max(), in_size.max()))
+    if out_size.min() == largest and in_size.min() == largest:
+        return _capacity_colouring(out_v, in_v, largest, key=key, out_group=out_group, in_group=in_group)
+    colour = _capacity_colouring(
+        _chunk_by_size(out_v, out_size, key), _chunk_by_size(in_v, in_size, key), largest, key=key
+    )
+    _repair(colour, np.minimum(out_size, in_size), out_v, in_v)
+    return colour
+
+
+def _chunk_by_size(vertex: np.ndarray, size: np.ndarray, key: np.ndarray) -> np.ndarray:
+    """Vertex id of every edge when each vertex's edges are cut into chunks of its own `size`."""
+    order = np.lexsort((key, vertex))
+    ordered = vertex[order]
+    starts = np.flatnonzero(np.r_[True, ordered[1:] != ordered[:-1]])
+    position = np.arange(vertex.size) - np.repeat(starts, np.diff(np.r_[starts, vertex.size]))
+    chunk = np.empty(vertex.size, dtype=np.int64)
+    chunk[order] = position // size[order]
+    _, ids = np.unique(np.stack([vertex, chunk], axis=1), axis=0, return_inverse=True)
+    flat: np.ndarray = ids.ravel()
+    return flat
+
+
+def _repair(colour: np.ndarray, limit: np.ndarray, out_v: np.ndarray, in_v: np.ndarray) -> None:
+    """Move edges whose colour is not available at both ends (colour >= limit) to the least loaded valid colour."""
+    bad = np.flatnonzero(colour >= limit)
+    if not bad.size:
+        return
+    width = int(colour.max()) + 1
+    _, out_i = np.unique(out_v, return_inverse=True)
+    _, in_i = np.unique(in_v, return_inverse=True)
+    ok = colour < limit
+    out_load = np.zeros((int(out_i.max()) + 1, width), dtype=np.int64)
+    in_load = np.zeros((int(in_i.max()) + 1, width), dtype=np.int64)
+    np.add.at(out_load, (out_i[ok], colour[ok]), 1)
+    np.add.at(in_load, (in_i[ok], colour[ok]), 1)
+    for e in bad.tolist():
+        allowed = int(limit[e])
+        cost = np.maximum(out_load[out_i[e], :allowed], in_load[in_i[e], :allowed])
+        best = int(np.argmin(cost))
+        colour[e] = best
+        out_load[out_i[e], best] += 1
+        in_load[in_i[e], best] += 1
+
+
+def _assign(network: JobNetwork, flows: _CrossFlows) -> tuple[np.ndarray, np.ndarray]:
+    """(spine, core) of every cross-leaf flow: spines by a pod-aware colouring, then cores per spine plane."""
+    planes, pods = network.planes, len(network.pod_names)
+    cross_pod = flows.cross_pod
+    # Intra-pod flows pair first, so a leaf's odd cross-pod flow is left over and balanced at pod level.
+    key = cross_pod.astype(np.int64)
+    pod_key = (flows.step * planes + flows.plane) * pods
+    out_group = np.where(cross_pod, pod_key + flows.pod_a, -1)
+    in_group = np.where(cross_pod, pod_key + flows.pod_b, -1)
+    spine = _limited_colouring(
+        flows.out_switch,
+        flows.in_switch,
+        network.leaf_uplinks[flows.leaf_a],
+        network.leaf_uplinks[flows.leaf_b],
+        key=key,
+        out_group=out_group,
+        in_group=in_group,
+    )
+    core = np.full(spine.size, -1, dtype=np.int64)
+    if network.listed_tiers == 2 and cross_pod.any():
+        spine, core = _repair_pods(network, flows, spine)
+    return spine, core
+
+
+def _repair_pods(network: JobNetwork, flows: _CrossFlows, spine: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Spines that keep every pod's cross-pod flows per spine within its core uplinks, and cores for them.
+
+    Tier-1 colouring keeps each switch within λ per spine; a pod's cross-pod flows through spine j must also
+    stay within λ x V (its core uplinks) or no core choice can meet λ. Violations are removed by Kempe swaps:
+    in the subgraph of spines j and k (switch ends cut into chunks holding at most one flow of each spine),
+    every component is a path or cycle, and swapping j and k along it keeps every switch within λ while moving
+    cross-pod flows of the pods it touches between j and k. A swap is taken when it lowers the total excess.
+    """
+    spine = spine.copy()
+    planes, pods = network.planes, len(network.pod_names)
+    width = network.max_uplinks
+    lam = _step_lambdas(network, flows)
+    cross = np.flatnonzero(flows.cross_pod)
+    # Groups: (step, plane, pod, side); caps λ_step x V_pod.
+    base = (flows.step[cross] * planes + flows.plane[cross]) * pods
+    out_group = (base + flows.pod_a[cross]) * 2
+    in_group = (base + flows.pod_b[cross]) * 2 + 1
+    groups = len(lam) * planes * pods * 2
+    group_step = np.arange(groups) // (planes * pods * 2)
+    group_pod = (np.arange(groups) // 2) % pods
+    cap = lam[group_step] * network.pod_uplinks[group_pod]
+
+    def counts() -> np.ndarray:
+        table = np.zeros((groups, width), dtype=np.int64)
+        np.add.at(table, (out_group, spine[cross]), 1)
+        np.add.at(table, (in_group, spine[cross]), 1)
+        return table
+
+    table = counts()
+    budget = 50 + 4 * int(np.maximum(table - cap[:, None], 0).sum())
+    for _ in range(budget):
+        excess = np.maximum(table - cap[:, None], 0)
+        if not excess.any():
+            break
+        group, colour = np.unravel_index(int(np.argmax(excess)), excess.shape)
+        if not _kempe_step(
+            network,
+            flows,
+            spine,
+            cross=cross,
+            out_group=out_group,
+            in_group=in_group,
+            table=table,
+            cap=cap,
+            group=int(group),
+            colour=int(colour),
+        ):
+            break
+        table = counts()
+    return spine, _assign_cores(network, flows, spine)
+
+
+def _kempe_step(
+    network: JobNetwork,
+    flows: _CrossFlows,
+    spine: np.ndarray,
+    *,
+    cross: np.ndarray,
+    out_group: np.ndarray,
+    in_group: np.ndarray,
+    table: np.ndarray,
+    cap: np.ndarray,
+    group: int,
+    colour: int,
+) -> bool:
+    """Swap spines `colour` and some k along one Kempe chain that lowers the total excess; False if none does."""
+    planes, pods = network.planes, len(network.pod_names)
+    step_plane = group // (pods * 2)
+    in_step = (flows.step * planes + flows.plane) == step_plane
+    limit = np.minimum(network.leaf_uplinks[flows.leaf_a], network.leaf_uplinks[flows.leaf_b])
+    group_of = np.full(spine.size, -1, dtype=np.int64)
+    group_in = np.full(spine.size, -1, dtype=np.int64)
+    group_of[cross] = out_group
+    group_in[cross] = in_group
+    candidates = np.argsort(table[group], kind="stable")
+    for other in candidates.tolist():
+        if other == colour or table[group, other] >= cap[group]:
+            continue
+        edges = np.flatnonzero(in_step & ((spine == colour) | (spine == other)) & (limit > max(colour, other)))
+        if not edges.size:
+            continue
+        chain = _kempe_chains(flows.out_switch[edges], flows.in_switch[edges], spine[edges])
+        # Net change of each (chain, group) count of `colour` when the chain swaps: -(#colour) + (#other).
+        sign = np.where(spine[edges] == colour, -1, 1)
+        keys_c: list[np.ndarray] = []
+        keys_g: list[np.ndarray] = []
+        values: list[np.ndarray] = []
+        for side in (group_of, group_in):
+            g = side[edges]
+            has = g >= 0
+            keys_c.append(chain[has])
+            keys_g.append(g[has])
+            values.append(sign[has])
+        all_c, all_g, all_v = np.concatenate(keys_c), np.concatenate(keys_g), np.concatenate(values)
+        if not all_c.size:
+            continue
+        combined = all_c * table.shape[0] + all_g
+        uniq, inverse = np.unique(combined, return_inverse=True)
+        delta = np.bincount(inverse.ravel(), weights=all_v, minlength=uniq.size).astype(np.int64)
+        chain_of, group_key = uniq // table.shape[0], uniq % table.shape[0]
+        old = np.maximum(table[group_key, colour] - cap[group_key], 0) + np.maximum(
+            table[group_key, other] - cap[group_key], 0
         )
-        _repair(spine, spine_limit, out_group, in_group)
-        core = np.full(spine.size, -1, dtype=np.int64)
-        if network.listed_tiers == 2 and cross_pod.any():
-            up = np.flatnonzero(cross_pod)
-            pods = len(network.pod_names)
-            plane = d[up] if network.layout == "rail" else np.zeros(up.size, dtype=np.int64)
-            spine_group = (s_id[up] * planes + plane) * network.max_uplinks + spine[up]
-            out_group2 = spine_group * pods + pod_a[up]
-            in_group2 = spine_group * pods + pod_b[up]
-            v_a, v_b = network.pod_uplinks[pod_a[up]], network.pod_uplinks[pod_b[up]]
-            none = np.zeros(up.size, dtype=np.int64) if rng is None else rng.permutation(up.size)
-            core_up = edge_colouring(
-                _chunk_ids(out_group2, v_a, none),
-                _chunk_ids(in_group2, v_b, none),
-                network.max_pod_uplinks,
-            )
-            _repair(core_up, np.minimum(v_a, v_b), out_group2, in_group2)
-            core[up] = core_up
-        for i in range(len(steps)):
-            mine = s_id == i
-            spines_out[i][p_id[mine], d[mine]] = spine[mine]
-            cores_out[i][p_id[mine], d[mine]] = core[mine]
-
-    return spines_out, cores_out
+        new = np.maximum(table[group_key, colour] + delta - cap[group_key], 0) + np.maximum(
+            table[group_key, other] - delta - cap[group_key], 0
+        )
+        gain = np.bincount(chain_of, weights=(old - new), minlength=int(chain.max()) + 1)
+        best = int(np.argmax(gain))
+        if gain[best] <= 0:
+            continue
+        flip = edges[chain == best]
+        spine[flip] = np.where(spine[flip] == colour, other, colour)
+        return True
+    return False
 
 
-def _flat_pair_index(steps: Sequence[np.ndarray], nics: int) -> np.ndarray:
-    """Index into the concatenated pairs of every (step, pair, nic) flow."""
-    total = sum(s.shape[0] for s in steps)
-    return np.repeat(np.arange(total), nics)
+def _kempe_chains(out_v: np.ndarray, in_v: np.ndarray, colour: np.ndarray) -> np.ndarray:
+    """Component id of every edge of a two-colour subgraph whose vertices are cut into chunks.
+
+    The i-th edge of each colour at a vertex goes to chunk i, so every chunk holds at most one edge of each
+    colour and the components are paths and cycles.
+    """
+    size = out_v.size
+    ends: list[np.ndarray] = []
+    for vertex in (out_v, in_v):
+        order = np.lexsort((colour, vertex))
+        ordered = np.stack([vertex[order], colour[order]], axis=1)
+        new_run = np.r_[True, np.any(ordered[1:] != ordered[:-1], axis=1)]
+        starts = np.flatnonzero(new_run)
+        rank = np.arange(size) - np.repeat(starts, np.diff(np.r_[starts, size]))
+        chunk_rank = np.empty(size, dtype=np.int64)
+        chunk_rank[order] = rank
+        _, ids = np.unique(np.stack([vertex, chunk_rank], axis=1), axis=0, return_inverse=True)
+        ends.append(ids.ravel())
+    left, right = ends
+    n_left = int(left.max()) + 1
+    n = n_left + int(right.max()) + 1
+    graph = csr_matrix((np.ones(size, dtype=np.int8), (left, right + n_left)), shape=(n, n))
+    _, labels = connected_components(graph, directed=False)
+    chain: np.ndarray = labels[left]
+    return chain
+
+
+def _assign_cores(network: JobNetwork, flows: _CrossFlows, spine: np.ndarray) -> np.ndarray:
+    """Core uplink of every cross-pod flow: per spine plane, a colouring of the pod-level flows with V colours."""
+    core = np.full(spine.size, -1, dtype=np.int64)
+    up = np.flatnonzero(flows.cross_pod)
+    if not up.size:
+        return core
+    planes, pods = network.planes, len(network.pod_names)
+    spine_group = ((flows.step[up] * planes + flows.plane[up]) * network.max_uplinks + spine[up]) * pods
+    core[up] = _limited_colouring(
+        spine_group + flows.pod_a[up],
+        spine_group + flows.pod_b[up],
+        network.pod_uplinks[flows.pod_a[up]],
+        network.pod_uplinks[flows.pod_b[up]],
+        key=np.zeros(up.size, dtype=np.int64),
+        out_group=np.full(up.size, -1, dtype=np.int64),
+        in_group=np.full(up.size, -1, dtype=np.int64),
+    )
+    return core
+
+
+def _step_lambdas(network: JobNetwork, flows: _CrossFlows) -> np.ndarray:
+    """λ* of every step from its cross flows (tier-1 switches and pods)."""
+    steps = int(flows.step.max()) + 1 if flows.step.size else 0
+    lam = np.ones(steps, dtype=np.int64)
+    if not steps:
+        return lam
+    for vertex, leaf in ((flows.out_switch, flows.leaf_a), (flows.in_switch, flows.leaf_b)):
+        uniq, inverse, count = np.unique(vertex, return_inverse=True, return_counts=True)
+        size = np.zeros(uniq.size, dtype=np.int64)
+        size[inverse.ravel()] = network.leaf_uplinks[leaf]
+        step_of = np.zeros(uniq.size, dtype=np.int64)
+        step_of[inverse.ravel()] = flows.step
+        np.maximum.at(lam, step_of, -(-count // size))
+    if network.listed_tiers == 2:
+        cross = flows.cross_pod
+        pods = len(network.pod_names)
+        capacity = network.pod_spines * network.pod_uplinks
+        for pod in (flows.pod_a, flows.pod_b):
+            key = flows.step[cross] * pods * network.planes + flows.plane[cross] * pods + pod[cross]
+            uniq, count = np.unique(key, return_counts=True)
+            pod_of = uniq % pods
+            step_of = uniq // (pods * network.planes)
+            np.maximum.at(lam, step_of, -(-count // capacity[pod_of]))
+    return lam
+
+
+# -- exact optimum of one step (small steps only) ----------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _ExactResult:
+    spine: np.ndarray
+    core: np.ndarray
+    max_load: int
+    lower_bound: int
+
+
+def _exact_step(network: JobNetwork, pairs: np.ndarray, floor: int, time_limit: float) -> _ExactResult | None:
+    """Min-max-load pinning of one step as an integer program: x[flow, spine, core] in {0, 1}, minimise L.
+
+    Every cross-leaf flow takes one (spine, core) both ends have; every switch link carries at most L flows.
+    Returns None when the step is too large or no solution was found in time.
+    """
+    flows = _cross_flows(network, [pairs])
+    count = flows.step.size
+    if not count:
+        return None
+    spine_limit = np.minimum(network.leaf_uplinks[flows.leaf_a], network.leaf_uplinks[flows.leaf_b])
+    cross_pod = flows.cross_pod
+    core_limit = np.where(cross_pod, np.minimum(network.pod_uplinks[flows.pod_a], network.pod_uplinks[flows.pod_b]), 1)
+    choices = spine_limit * core_limit
+    total = int(choices.sum())
+    if total > EXACT_MAX_CHOICES:
+        return None
+    var_flow = np.repeat(np.arange(count), choices)
+    within = np.arange(total) - np.repeat(np.cumsum(choices) - choices, choices)
+    var_spine = within // core_limit[var_flow]
+    var_core = within % core_limit[var_flow]
+    switches = len(network.leaf_names) * network.planes
+    sw_a, sw_b = flows.out_switch % switches, flows.in_switch % switches
+    link_cols = [
+        network.leaf_link(sw_a[var_flow], var_spine, up=True),
+        network.leaf_link(sw_b[var_flow], var_spine, up=False),
+    ]
+    var_ids = [np.arange(total), np.arange(total)]
+    pod_vars = np.flatnonzero(cross_pod[var_flow])
+    if pod_vars.size:
+        f = var_flow[pod_vars]
+        for pod, up in ((flows.pod_a, True), (flows.pod_b, False)):
+            link_cols.append(network.spine_link(pod[f], flows.plane[f], var_spine[pod_vars], var_core[pod_vars], up=up))
+            var_ids.append(pod_vars)
+    links, link_row = np.unique(np.concatenate(link_cols), return_inverse=True)
+    link_row = link_row.ravel() + count
+    variables = total + 1
+    rows = np.concatenate([var_flow, link_row, count + np.arange(links.size)])
+    cols = np.concatenate([np.arange(total), np.concatenate(var_ids), np.full(links.size, total)])
+    data = np.concatenate([np.ones(total), np.ones(link_row.size), -np.ones(links.size)])
+    matrix = csr_matrix((data, (rows, cols)), shape=(count + links.size, variables))
+    lower = np.r_[np.ones(count), np.full(links.size, -np.inf)]
+    upper = np.r_[np.ones(count), np.zeros(links.size)]
+    objective = np.zeros(variables)
+    objective[-1] = 1.0
+    result = milp(
+        objective,
+        constraints=LinearConstraint(matrix, lower, upper),
+        integrality=np.ones(variables),
+        bounds=Bounds(np.zeros(variables), np.r_[np.ones(total), np.inf]),
+        options={"time_limit": time_limit},
+    )
+    if result.x is None:
+        return None
+    chosen = np.flatnonzero(result.x[:total] > 0.5)
+    spine = np.empty(count, dtype=np.int64)
+    core = np.full(count, -1, dtype=np.int64)
+    spine[var_flow[chosen]] = var_spine[chosen]
+    core[var_flow[chosen]] = np.where(cross_pod[var_flow[chosen]], var_core[chosen], -1)
+    max_load = round(float(result.x[-1]))
+    dual = getattr(result, "mip_dual_bound", None)
+    proven = max_load if result.status == 0 else math.ceil(float(dual) - 1e-6) if dual is not None else floor
+    return _ExactResult(spine, core, max_load, max(floor, min(proven, max_load)))

@@ -100,14 +100,22 @@ def _check_flows(network: JobNetwork, flows: np.ndarray) -> np.ndarray:
 
 
 def lambda_star(network: JobNetwork, flows: np.ndarray) -> int:
-    """Lower bound on the max link load of one step: max over tier-1 switches of ceil(max(out, in) / U).
+    """Counting lower bound on the max link load of one step, valid for every routing of whole flows.
 
-    In 3 tiers also max over pods of ceil(max(cross-pod out, in) / spine-core links of the pod); at least 1.
+    Max over tier-1 switches of ceil(max(out, in) / U); in 3 tiers also max over pods (and planes) of
+    ceil(max(cross-pod out, in) / spine-core links of the pod); the flows one server sends or receives per NIC;
+    at least 1. Attainable by pinning in 2 tiers with equal uplink counts; with oversubscribed spines or
+    unequal uplink counts the optimum can be higher (`RoutePlan.step_bounds` holds the proven bound).
     """
     pairs = _check_flows(network, flows)
     bound = 1
     if not pairs.size:
         return bound
+    bound = max(
+        bound,
+        int(np.bincount(pairs[:, 0]).max()),
+        int(np.bincount(pairs[:, 1]).max()),
+    )
     per_pair = network.nics if network.layout == "tor" else 1
     src, dst = pairs[:, 0], pairs[:, 1]
     cross_leaf, cross_pod = network.cross_domains(src, dst)
@@ -592,7 +600,7 @@ def evaluate_order(
     bound_steps = (ring_steps if pattern in ("ring", "mixed") else []) + (
         hd_steps if pattern in ("halving-doubling", "mixed") else []
     )
-    bound = max((lambda_star(network, s) for s in bound_steps), default=1)
+    bound = max((_step_bound(network, s, routes if routing == "pinned" else None) for s in bound_steps), default=1)
     counts, bounds = cross_edges(network, ranks.tolist())
     ring_busbw, ring_sem = _busbw(ring_loads, ring_sizes)
     hd_busbw, hd_sem = _busbw(hd_loads, hd_sizes)
@@ -610,6 +618,13 @@ def evaluate_order(
         ring_busbw_sem=ring_sem,
         hd_busbw_sem=hd_sem,
     )
+
+
+def _step_bound(network: JobNetwork, flows: np.ndarray, routes: RoutePlan | None) -> int:
+    """λ* of a step, raised to the route plan's proven bound for it under pinned routing."""
+    bound = lambda_star(network, flows)
+    proven = routes.bound_for(flows) if routes is not None else None
+    return bound if proven is None else max(bound, proven)
 
 
 def _complete_routes(network: JobNetwork, steps: list[np.ndarray], routes: RoutePlan | None) -> RoutePlan:
