@@ -193,13 +193,12 @@ def _pack(degrees: np.ndarray, capacity: int) -> np.ndarray:
 # -- bipartite multigraph edge colouring by Euler splitting -----------------------------------------------------
 
 
-def _consecutive_pairs(vertex: np.ndarray, key: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Pair each vertex's edges consecutively in `key` order: (first, second, leftover) edge indices.
+def _consecutive_pairs(vertex: np.ndarray, order: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Pair each vertex's edges consecutively in `order` (edge indices sorted by vertex, then preference).
 
-    `leftover` holds the last edge of every odd-degree vertex.
+    Returns (first, second, leftover) edge indices; `leftover` holds the last edge of every odd-degree vertex.
     """
-    size = vertex.size
-    order = np.lexsort((key, vertex))
+    size = order.size
     ordered = vertex[order]
     same_as_next = np.zeros(size, dtype=bool)
     same_as_next[:-1] = ordered[1:] == ordered[:-1]
@@ -222,32 +221,35 @@ def _two_colour(size: int, first: np.ndarray, second: np.ndarray) -> np.ndarray:
     rows = np.concatenate([first, first + size])
     cols = np.concatenate([second + size, second])
     graph = csr_matrix((np.ones(rows.size, dtype=np.int8), (rows, cols)), shape=(2 * size, 2 * size))
-    _, labels = connected_components(graph, directed=False)
+    _, labels = connected_components(graph, directed=True, connection="weak")
     colour: np.ndarray = labels[:size] < labels[size:]
     return colour
 
 
 def _halve(
-    out_v: np.ndarray, in_v: np.ndarray, key: np.ndarray, out_group: np.ndarray, in_group: np.ndarray
+    size: int,
+    sides: Sequence[tuple[np.ndarray, np.ndarray, np.ndarray]],
 ) -> np.ndarray:
     """Euler split: every vertex sends ceil/floor of its edges to each half (True / False).
 
-    Pairs are formed at each vertex in `key` order (low keys first); an odd vertex's leftover edge with a group
-    id >= 0 is paired with the leftover of another vertex of the same group, so groups (a pod's cross-pod
-    flows) are balanced too, without unbalancing any vertex.
+    `sides` gives, for the out and the in end, (vertex of every edge, edges sorted by vertex then preference,
+    group of every edge or -1). Pairs are formed at each vertex in that order; an odd vertex's leftover edge
+    with a group id >= 0 is paired with the leftover of another vertex of the same group, so groups (a pod's
+    cross-pod flows) are balanced too, without unbalancing any vertex.
     """
     firsts: list[np.ndarray] = []
     seconds: list[np.ndarray] = []
-    for vertex, group in ((out_v, out_group), (in_v, in_group)):
-        first, second, leftover = _consecutive_pairs(vertex, key)
+    for vertex, order, group in sides:
+        first, second, leftover = _consecutive_pairs(vertex, order)
         firsts.append(first)
         seconds.append(second)
         grouped = leftover[group[leftover] >= 0]
         if grouped.size > 1:
-            g_first, g_second, _ = _consecutive_pairs(group[grouped], np.zeros(grouped.size, dtype=np.int64))
-            firsts.append(grouped[g_first])
-            seconds.append(grouped[g_second])
-    return _two_colour(out_v.size, np.concatenate(firsts), np.concatenate(seconds))
+            g_order = grouped[np.argsort(group[grouped], kind="stable")]
+            g_first, g_second, _ = _consecutive_pairs(group, g_order)
+            firsts.append(g_first)
+            seconds.append(g_second)
+    return _two_colour(size, np.concatenate(firsts), np.concatenate(seconds))
 
 
 def _chunks(vertex: np.ndarray, size: int, key: np.ndarray) -> np.ndarray:
@@ -317,24 +319,42 @@ def _capacity_colouring(
     no_group = np.full(size, -1, dtype=np.int64)
     groups_out = no_group if out_group is None else out_group
     groups_in = no_group if in_group is None else in_group
-    # Work list of (edge indices, colour count, first colour).
-    pending: list[tuple[np.ndarray, int, int]] = [(np.arange(size), colours, 0)]
+    # Edge orders by (vertex, preference) are computed once: a subset of a sorted order stays sorted.
+    span = int(sort_key.max()) - int(sort_key.min()) + 1
+    relative = sort_key - sort_key.min()
+    out_order = np.argsort(out_v * span + relative, kind="stable")
+    in_order = np.argsort(in_v * span + relative, kind="stable")
+    member = np.zeros(size, dtype=bool)
+    local_out = np.zeros(size, dtype=np.int64)
+    # Work list of (edges sorted at the out end, at the in end, colour count, first colour).
+    pending: list[tuple[np.ndarray, np.ndarray, int, int]] = [(out_order, in_order, colours, 0)]
     while pending:
-        idx, count, offset = pending.pop()
-        if idx.size == 0:
+        by_out, by_in, count, offset = pending.pop()
+        if by_out.size == 0:
             continue
         if count == 1:
-            colour[idx] = offset
+            colour[by_out] = offset
             continue
-        ov, iv, k = out_v[idx], in_v[idx], sort_key[idx]
         if count % 2:
-            peeled = _peel_matching(ov, iv, count, k)
+            idx = np.sort(by_out)
+            peeled = _peel_matching(out_v[idx], in_v[idx], count, sort_key[idx])
             colour[idx[peeled]] = offset + count - 1
-            pending.append((idx[~peeled], count - 1, offset))
+            member[idx[~peeled]] = True
+            pending.append((by_out[member[by_out]], by_in[member[by_in]], count - 1, offset))
+            member[idx] = False
             continue
-        first = _halve(ov, iv, k, groups_out[idx], groups_in[idx])
-        pending.append((idx[first], count // 2, offset))
-        pending.append((idx[~first], count // 2, offset + count // 2))
+        local_out[by_out] = np.arange(by_out.size)
+        sides = (
+            (out_v[by_out], np.arange(by_out.size), groups_out[by_out]),
+            (in_v[by_out], local_out[by_in], groups_in[by_out]),
+        )
+        first = _halve(by_out.size, sides)
+        member[by_out[first]] = True
+        pending.append((by_out[member[by_out]], by_in[member[by_in]], count // 2, offset))
+        member[by_out] = False
+        member[by_out[~first]] = True
+        pending.append((by_out[member[by_out]], by_in[member[by_in]], count // 2, offset + count // 2))
+        member[by_out] = False
     return colour
 
 
