@@ -34,7 +34,7 @@ def container(job: dict[str, Any], task: int = 0, index: int = 0) -> dict[str, A
 
 def apply_ops(job: dict[str, Any], ops: list[PatchOp]) -> dict[str, Any]:
     """The job after a patch, applied by an independent RFC 6902 implementation."""
-    result: dict[str, Any] = jsonpatch.apply_patch(job, [op.to_json() for op in ops])
+    result: dict[str, Any] = jsonpatch.apply_patch(job, copy.deepcopy(ops))
     return result
 
 

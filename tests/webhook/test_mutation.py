@@ -20,7 +20,7 @@ from hypothesis import settings as hypothesis_settings
 from hypothesis import strategies as st
 
 from tests.webhook.conftest import apply_ops, container, load_example
-from webhook.mutation import LAUNCHER_KEY, PatchOp, encode_patch, injected_items, mutate, pointer
+from webhook.mutation import LAUNCHER_KEY, add, encode_patch, injected_items, mutate, pointer
 from webhook.policy import validate
 from webhook.settings import INJECTED_ANNOTATION, Settings
 
@@ -112,8 +112,8 @@ def test_the_documented_job_gets_the_rank_table_configmap_and_env(
 def test_every_op_is_an_add_computed_against_the_original(documented_job: dict[str, Any], settings: Settings) -> None:
     ops = mutate(documented_job, settings)
     assert ops
-    assert {op.op for op in ops} == {"add"}
-    assert [op.to_json() for op in ops] == json.loads(base64.b64decode(encode_patch(ops)))
+    assert {op["op"] for op in ops} == {"add"}
+    assert ops == json.loads(base64.b64decode(encode_patch(ops)))
 
 
 def test_a_bare_job_gets_everything_it_lacks(settings: Settings) -> None:
@@ -214,7 +214,7 @@ def test_keys_with_slash_and_tilde_are_escaped(settings: Settings) -> None:
     job["metadata"]["annotations"] = {"team~x/y": "1"}
     job["spec"]["tasks"][0]["template"]["spec"]["nodeSelector"] = {"zone/a~b": "z"}
     ops = mutate(job, settings)
-    paths = [op.path for op in ops]
+    paths = [op["path"] for op in ops]
     assert "/metadata/annotations/ringroute.io~1injected" in paths
     assert "/spec/tasks/0/template/spec/nodeSelector/accelerator~1huawei-npu" in paths
     mutated = apply_ops(job, ops)
@@ -232,7 +232,7 @@ def test_several_tasks_each_get_their_own_patch_and_cpu_tasks_are_left_alone(set
     cpu = {"name": "cpu", "replicas": 1, "template": {"spec": {"containers": [{"name": "c", "image": "x"}]}}}
     job["spec"]["tasks"] += [cpu, second]
     ops = mutate(job, settings)
-    assert not any(op.path.startswith("/spec/tasks/1/") for op in ops)
+    assert not any(op["path"].startswith("/spec/tasks/1/") for op in ops)
     mutated = apply_ops(job, ops)
     for index in (0, 2):
         assert container(mutated, index)["env"][0]["name"] == "RANK_TABLE_FILE"
@@ -303,15 +303,15 @@ def test_previous_injections_are_kept_in_the_annotation(documented_job: dict[str
     assert mutated["metadata"]["annotations"][INJECTED_ANNOTATION] == "configmap-volume,env,launcher"
 
 
-def test_patch_ops_serialise_as_rfc6902() -> None:
-    assert PatchOp("/a~1b", [1]).to_json() == {"op": "add", "path": "/a~1b", "value": [1]}
+def test_patch_ops_are_rfc6902_adds() -> None:
+    assert add("/a~1b", [1]) == {"op": "add", "path": "/a~1b", "value": [1]}
 
 
 # -- properties --------------------------------------------------------------------------------------------
 
 env_names = st.sampled_from(["RANK_TABLE_FILE", "POD_NAME", "POD_IP", "HOST_IP", "ROUTE_PLAN", "OTHER"])
 mount_paths = st.sampled_from(["/user/config", "/usr/local/Ascend/driver", "/etc/localtime", "/data", "/tmp/x"])
-volume_sources = st.sampled_from(
+volume_sources: st.SearchStrategy[dict[str, Any]] = st.sampled_from(
     [
         {"emptyDir": {}},
         {"hostPath": {"path": "/usr/local/Ascend/driver"}},
@@ -384,7 +384,7 @@ def test_mutation_is_idempotent_and_always_applies(job: dict[str, Any]) -> None:
     assert job == original  # pure: the input is not modified
     once = apply_ops(job, ops)
     assert mutate(once, settings) == []
-    assert {op.op for op in ops} <= {"add"}
+    assert {op["op"] for op in ops} <= {"add"}
 
 
 def test_a_mount_of_a_missing_volume_named_like_the_config_volume_keeps_its_meaning(settings: Settings) -> None:

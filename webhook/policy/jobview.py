@@ -6,9 +6,11 @@ there"); the API server's own schema validation reports the shape errors, admiss
 
 from __future__ import annotations
 
+import functools
+import posixpath
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from webhook.settings import (
     LAUNCHER_ANNOTATION,
@@ -22,13 +24,16 @@ from webhook.settings import (
 EMPTY: Mapping[str, Any] = {}
 
 LAUNCHER_SCRIPT = "ringroute-launcher.sh"
-"""File name (ConfigMap key) of the launcher that mutation wraps route-planned commands with."""
+"""File name of the launcher that mutation wraps route-planned commands with (`webhook.rank_configmap.LAUNCHER_KEY`;
+a test keeps them equal, so the policy does not import the ConfigMap builder and the planner behind it)."""
 
 
 def as_mapping(value: Any) -> Mapping[str, Any]:
     """`value` if it is a JSON object, else an empty mapping."""
-    if type(value) is dict:  # the common case, and much cheaper than an ABC check
+    if type(value) is dict:  # the common cases first: an ABC check costs more than the rest together
         return value
+    if value is None:
+        return EMPTY
     return value if isinstance(value, Mapping) else EMPTY
 
 
@@ -37,16 +42,29 @@ def as_list(value: Any) -> Sequence[Any]:
     return value if isinstance(value, list) else ()
 
 
+def as_mappings(value: Any) -> tuple[Mapping[str, Any], ...]:
+    """The entries of a JSON array of objects (non-objects read as empty), or () when `value` is not an array."""
+    if not isinstance(value, list):
+        return ()
+    return tuple([v if type(v) is dict else as_mapping(v) for v in value])
+
+
+@functools.lru_cache(maxsize=4096)
+def normal_path(path: str) -> str:
+    """`posixpath.normpath`, cached: every container of a job repeats the same few mount paths."""
+    return posixpath.normpath(path)
+
+
 def as_str(value: Any) -> str | None:
     """`value` if it is a string, else None."""
     return value if isinstance(value, str) else None
 
 
-def env_value(container: Mapping[str, Any], name: str) -> tuple[int, str | None] | None:
-    """(index, literal value) of the container's env var `name`, or None when it is not set."""
-    for i, entry in enumerate(as_list(container.get("env"))):
-        if as_mapping(entry).get("name") == name:
-            return i, as_str(as_mapping(entry).get("value"))
+def env_value(env: Sequence[Mapping[str, Any]], name: str) -> tuple[int, str | None] | None:
+    """(index, literal value) of the env var `name` in a container's env entries, or None when it is not set."""
+    for i, entry in enumerate(env):
+        if entry.get("name") == name:
+            return i, as_str(entry.get("value"))
     return None
 
 
@@ -80,8 +98,7 @@ def escape_pointer(token: str) -> str:
     return token.replace("~", "~0").replace("/", "~1")
 
 
-@dataclass(frozen=True, slots=True)
-class ContainerView:
+class ContainerView(NamedTuple):
     """One container (or init container) of a task's pod template."""
 
     container: Mapping[str, Any]
@@ -94,6 +111,10 @@ class ContainerView:
     """The NPU quantity in requests (None when absent)."""
     npu_limit: Any
     """The NPU quantity in limits (None when absent)."""
+    env: tuple[Mapping[str, Any], ...]
+    """The env entries (empty when absent)."""
+    mounts: tuple[Mapping[str, Any], ...]
+    """The volumeMounts entries (empty when absent)."""
 
     @property
     def is_npu(self) -> bool:
@@ -105,22 +126,10 @@ class ContainerView:
         """Cards this container gets: limits win (requests default to them), None when not a whole number."""
         return parse_cards(self.npu_limit if self.npu_limit is not None else self.npu_request)
 
-    @property
-    def env(self) -> Sequence[Any]:
-        """The env list (empty when absent)."""
-        return as_list(self.container.get("env"))
 
-    @property
-    def mounts(self) -> Sequence[Any]:
-        """The volumeMounts list (empty when absent)."""
-        return as_list(self.container.get("volumeMounts"))
-
-
-@dataclass(frozen=True, slots=True)
-class TaskView:
+class TaskView(NamedTuple):
     """One entry of `spec.tasks`."""
 
-    index: int
     task: Mapping[str, Any]
     field: str
     pointer: str
@@ -132,6 +141,8 @@ class TaskView:
     init_containers: tuple[ContainerView, ...]
     npu_containers: tuple[ContainerView, ...]
     """Regular containers that ask for cards."""
+    volumes: tuple[Mapping[str, Any], ...]
+    """The pod's volumes (empty when absent)."""
     volumes_by_name: Mapping[str, Mapping[str, Any]]
     """The pod's volumes by name (the first one wins on duplicates)."""
 
@@ -147,11 +158,6 @@ class TaskView:
         if any(c is None for c in counts):
             return None
         return sum(c for c in counts if c is not None)
-
-    @property
-    def volumes(self) -> Sequence[Any]:
-        """The pod's volumes (empty when absent)."""
-        return as_list(self.pod_spec.get("volumes"))
 
     def volume(self, name: Any) -> Mapping[str, Any] | None:
         """The pod volume called `name`."""
@@ -199,23 +205,30 @@ class JobView:
         return bool(as_mapping(self.job.get("metadata")).get("deletionTimestamp"))
 
 
+# ContainerView and TaskView are NamedTuples: immutable like frozen dataclasses, and several times cheaper to build
+# (read_job makes one per container and task on every admission request).
+
+
 def _container_views(
     pod_spec: Mapping[str, Any], key: str, field: str, pointer: str, resource: str | None
 ) -> tuple[ContainerView, ...]:
+    listed = pod_spec.get(key)
+    if not listed:
+        return ()
+    init = key == "initContainers"
     views = []
-    for j, raw in enumerate(as_list(pod_spec.get(key))):
-        container = as_mapping(raw)
+    for j, container in enumerate(as_mappings(listed)):
         resources = as_mapping(container.get("resources"))
-        requests = as_mapping(resources.get("requests"))
-        limits = as_mapping(resources.get("limits"))
         views.append(
             ContainerView(
                 container=container,
                 field=f"{field}.{key}[{j}]",
                 pointer=f"{pointer}/{key}/{j}",
-                init=key == "initContainers",
-                npu_request=requests.get(resource) if resource else None,
-                npu_limit=limits.get(resource) if resource else None,
+                init=init,
+                npu_request=as_mapping(resources.get("requests")).get(resource) if resource else None,
+                npu_limit=as_mapping(resources.get("limits")).get(resource) if resource else None,
+                env=as_mappings(container.get("env")),
+                mounts=as_mappings(container.get("volumeMounts")),
             )
         )
     return tuple(views)
@@ -238,18 +251,16 @@ def read_job(job: Mapping[str, Any], settings: Settings) -> JobView:
         field = f"spec.tasks[{i}]"
         pointer = f"/spec/tasks/{i}"
         replicas = task.get("replicas")
-        containers = _container_views(
-            pod_spec, "containers", f"{field}.template.spec", f"{pointer}/template/spec", resource
-        )
+        spec_field, spec_pointer = f"{field}.template.spec", f"{pointer}/template/spec"
+        containers = _container_views(pod_spec, "containers", spec_field, spec_pointer, resource)
+        volumes = as_mappings(pod_spec.get("volumes"))
         volumes_by_name: dict[str, Mapping[str, Any]] = {}
-        for raw_volume in as_list(pod_spec.get("volumes")):
-            volume = as_mapping(raw_volume)
+        for volume in volumes:
             name = volume.get("name")
             if isinstance(name, str):
                 volumes_by_name.setdefault(name, volume)
         tasks.append(
             TaskView(
-                index=i,
                 task=task,
                 field=field,
                 pointer=pointer,
@@ -257,10 +268,9 @@ def read_job(job: Mapping[str, Any], settings: Settings) -> JobView:
                 template=template,
                 pod_spec=pod_spec,
                 containers=containers,
-                init_containers=_container_views(
-                    pod_spec, "initContainers", f"{field}.template.spec", f"{pointer}/template/spec", resource
-                ),
+                init_containers=_container_views(pod_spec, "initContainers", spec_field, spec_pointer, resource),
                 npu_containers=tuple(c for c in containers if c.is_npu),
+                volumes=volumes,
                 volumes_by_name=volumes_by_name,
             )
         )
@@ -285,7 +295,7 @@ def _route_planned(annotations: Mapping[str, Any], tasks: Sequence[TaskView]) ->
         return True
     for task in tasks:
         for container in (*task.containers, *task.init_containers):
-            found = env_value(container.container, ROUTE_PLAN_ENV)
+            found = env_value(container.env, ROUTE_PLAN_ENV)
             if found is not None and is_true(found[1]):
                 return True
     return False
@@ -296,8 +306,7 @@ def configmap_mounts(
 ) -> list[tuple[int, Mapping[str, Any]]]:
     """(index, mount) of the container's mounts of the ConfigMap `configmap_name`."""
     found = []
-    for k, raw in enumerate(container.mounts):
-        mount = as_mapping(raw)
+    for k, mount in enumerate(container.mounts):
         volume = task.volume(mount.get("name"))
         if volume is not None and as_mapping(volume.get("configMap")).get("name") == configmap_name:
             found.append((k, mount))

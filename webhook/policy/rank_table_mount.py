@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import posixpath
-
-from webhook.policy.jobview import JobView, as_mapping, as_str, configmap_mounts
+from webhook.policy.jobview import JobView, as_mapping, as_str, configmap_mounts, normal_path
 from webhook.policy.violation import Violation
 from webhook.settings import Settings
 
@@ -43,14 +41,13 @@ def check_mount_path_free(job: JobView, settings: Settings) -> list[Violation]:
     name = job.configmap_name
     if profile is None or name is None:
         return []
-    target = posixpath.normpath(profile.mount_path)
+    target = normal_path(profile.mount_path)
     found = []
     for task in job.npu_tasks:
         for container in task.npu_containers:
-            for k, raw in enumerate(container.mounts):
-                mount = as_mapping(raw)
+            for k, mount in enumerate(container.mounts):
                 mount_path = as_str(mount.get("mountPath"))
-                if not mount_path or posixpath.normpath(mount_path) != target:
+                if not mount_path or normal_path(mount_path) != target:
                     continue
                 volume = task.volume(mount.get("name"))
                 if volume is not None and as_mapping(volume.get("configMap")).get("name") == name:

@@ -115,7 +115,7 @@ def check_ma_run_method(job: JobView, settings: Settings) -> list[Violation]:
     found = []
     for task in job.tasks:
         for container in (*task.containers, *task.init_containers):
-            hit = env_value(container.container, MA_RUN_METHOD_ENV)
+            hit = env_value(container.env, MA_RUN_METHOD_ENV)
             if hit is not None:
                 found.append(
                     Violation(

@@ -12,7 +12,16 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from webhook.policy.jobview import ContainerView, JobView, TaskView, as_list, as_mapping, as_str, unwrap_launcher
+from webhook.policy.jobview import (
+    ContainerView,
+    JobView,
+    TaskView,
+    as_list,
+    as_mapping,
+    as_str,
+    normal_path,
+    unwrap_launcher,
+)
 from webhook.policy.violation import Violation
 from webhook.settings import Settings
 
@@ -90,12 +99,11 @@ def _covering_mount(container: ContainerView, directory: str) -> tuple[Mapping[s
     """The mount that holds `directory` (longest mountPath wins) and the directory's path inside it."""
     best: tuple[Mapping[str, Any], str] | None = None
     best_len = -1
-    for raw in container.mounts:
-        mount = as_mapping(raw)
+    for mount in container.mounts:
         mount_path = as_str(mount.get("mountPath"))
         if not mount_path:
             continue
-        root = posixpath.normpath(mount_path)
+        root = normal_path(mount_path)
         inside = directory == root or directory.startswith(root.rstrip("/") + "/")
         if inside and len(root) > best_len:
             best_len = len(root)
