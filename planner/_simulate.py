@@ -24,8 +24,9 @@ if TYPE_CHECKING:
     from planner._routes import RoutePlan
 
 _HASH_SPINE = np.uint64(0x9E3779B97F4A7C15)
-_HASH_CORE = np.uint64(0xC2B2AE3D27D4EB4F)
 _CAPACITY_EPS = 1e-9
+_BATCH_COUNT_CELLS = 1 << 21
+"""Up to this many (seed, link) counters, all seeds are counted in one bincount."""
 
 # -- traffic patterns ------------------------------------------------------------------------------------------
 
@@ -265,10 +266,10 @@ def _route(
     s = seeds.size
     if routing == "ecmp":
         picked = _SubFlows(sub.pair[cross], src, dst, nic, sub.qp[cross], sub.weight)
-        spine = _uniform_choice(_ecmp_hash(picked, seeds, _HASH_SPINE), spine_choices)
-        core = (
-            _uniform_choice(_ecmp_hash(picked, seeds, _HASH_CORE), core_choices) if three_tier else np.zeros_like(spine)
-        )
+        hashes = _ecmp_hash(picked, seeds, _HASH_SPINE)
+        spine = _uniform_choice(hashes, spine_choices)
+        # The core choice uses the low 32 bits of the same hash (independent of the high bits that pick the spine).
+        core = _uniform_choice(hashes << np.uint64(32), core_choices) if three_tier else np.zeros_like(spine)
     elif routing == "slice":
         port = network.server_slot[src] * (network.nics if network.layout == "tor" else 1)
         if network.layout == "tor":
@@ -362,15 +363,68 @@ def _max_switch_loads(network: JobNetwork, routed: _Routed, seeds: int) -> np.nd
     """Largest switch-link load under each seed, shape (seeds,)."""
     if not routed.cross.size:
         return np.zeros(seeds)
-    # Switch links follow the NIC links in the id layout; count only them, one seed at a time (a bincount over
-    # a range that fits in cache is several times faster than one over all seeds at once).
+    # Switch links follow the NIC links in the id layout; count only them. Few seeds x links: one bincount over
+    # (seed, link); otherwise one seed at a time (a bincount over a range that fits in cache is faster).
     first = network.first_switch_link
     width = network.num_links - first
     largest = np.zeros(seeds)
-    for seed in range(seeds):
-        largest[seed] = np.bincount(routed.seed_links(seed) - first, minlength=width).max()
+    if seeds * width <= _BATCH_COUNT_CELLS:
+        links = np.concatenate([routed.seed_links(seed) - first + seed * width for seed in range(seeds)])
+        largest[:] = np.bincount(links, minlength=seeds * width).reshape(seeds, width).max(axis=1)
+    else:
+        for seed in range(seeds):
+            largest[seed] = np.bincount(routed.seed_links(seed) - first, minlength=width).max()
     largest *= routed.sub.weight
     return largest
+
+
+def max_link_loads(
+    network: JobNetwork,
+    flows: np.ndarray,
+    routing: Routing,
+    *,
+    qps: int = 1,
+    seeds: Sequence[int] | np.ndarray = (0,),
+    routes: RoutePlan | None = None,
+) -> np.ndarray:
+    """Largest link load (NIC links included) of one step under each seed, shape (len(seeds),), in one pass.
+
+    Equals `[link_loads(network, flows, routing, qps=qps, seed=s, routes=routes).max() for s in seeds]`
+    (deterministic routings repeat one value) but hashes and counts all seeds together: use it in objectives
+    that score many candidate orders.
+    """
+    _check_routing(routing, qps)
+    pairs = _check_flows(network, flows)
+    seed_values = np.asarray(seeds, dtype=np.int64).ravel()
+    if not seed_values.size:
+        raise InputError("seeds: give at least one ecmp seed")
+    if not pairs.size:
+        return np.zeros(seed_values.size)
+    if routing != "ecmp":
+        one = _route(
+            network,
+            pairs,
+            routing,
+            qps=qps,
+            seeds=seed_values[:1],
+            assignment=_pinned_assignment(routes, pairs, routing),
+        )
+        value = max(float(_nic_loads(network, pairs).max()), float(_max_switch_loads(network, one, 1)[0]))
+        return np.full(seed_values.size, value)
+    routed = _route(network, pairs, routing, qps=qps, seeds=seed_values, assignment=None)
+    nic = float(_nic_loads(network, pairs).max())
+    largest: np.ndarray = np.maximum(_max_switch_loads(network, routed, seed_values.size), nic)
+    return largest
+
+
+def ecmp_max_loads(
+    network: JobNetwork, flows: np.ndarray, *, qps: int = 1, seeds: Sequence[int] | np.ndarray = (0,)
+) -> np.ndarray:
+    """Largest link load of one step under ECMP for every seed at once, shape (len(seeds),).
+
+    `max_link_loads(network, flows, "ecmp", qps=qps, seeds=seeds)`; one vectorised pass over all seeds.
+    """
+    return max_link_loads(network, flows, "ecmp", qps=qps, seeds=seeds)
 
 
 # -- max-min fair rates ------------------------------------------------------------------------------------------
