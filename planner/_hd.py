@@ -219,3 +219,224 @@ def fill_free_ranks(
     rows, cols = linear_sum_assignment(cost + spread)
     order[free_ranks[cols]] = free_servers[rows]
     return order
+
+
+# -- fold-aware, slot-aware construction -------------------------------------------------------------------------
+
+
+def _popcount(values: np.ndarray) -> np.ndarray:
+    counts = np.zeros_like(values)
+    rest = values.copy()
+    while rest.any():
+        counts += rest & 1
+        rest >>= 1
+    return counts
+
+
+def _fold_counts(sizes: Sequence[int], folds: int, master_leaf: int) -> list[int]:
+    """Fold pairs taken inside each leaf (at most half its servers, at most `folds` in all).
+
+    Exact dynamic programme over leaves minimising the number of power-of-two chunks the surviving servers
+    form (folded survivors and plain ones are laid out in separate rank regions). The master's leaf folds at
+    least once when it can, so the master can send the fold at rank 0.
+    """
+    infinity = 1 << 40
+    best = np.full(folds + 1, infinity, dtype=np.int64)
+    best[0] = 0
+    choices: list[np.ndarray] = []
+    for leaf, size in enumerate(sizes):
+        most = min(size // 2, folds)
+        least = 1 if leaf == master_leaf and folds > 0 and size >= 2 else 0
+        options = np.arange(least, most + 1, dtype=np.int64)
+        cost = _popcount(options) + _popcount(size - 2 * options)
+        following = np.full(folds + 1, infinity, dtype=np.int64)
+        picked = np.zeros(folds + 1, dtype=np.int64)
+        for f, c in zip(options.tolist(), cost.tolist(), strict=True):
+            shifted = np.full(folds + 1, infinity, dtype=np.int64)
+            shifted[f:] = best[: folds + 1 - f] + c
+            better = shifted < following
+            following[better] = shifted[better]
+            picked[better] = f
+        choices.append(picked)
+        best = following
+    reachable = np.flatnonzero(best < infinity)
+    total = int(reachable.max())
+    counts = [0] * len(sizes)
+    for leaf in range(len(sizes) - 1, -1, -1):
+        counts[leaf] = int(choices[leaf][total])
+        total -= counts[leaf]
+    return counts
+
+
+def _place_region(
+    chunks: list[list[int]],
+    starts: list[int],
+    *,
+    layout: ServerLayout,
+    slice_class: np.ndarray | None,
+    virtual: np.ndarray,
+    dimensions: int,
+    pin_first: int | None,
+) -> None:
+    """Put same-size chunks on the given aligned virtual blocks, costed against already placed partners.
+
+    Cost of chunk c on block b: over every cross-block step's partner vertex already holding a server, the
+    number of tiers whose domains differ, plus a quarter per cross-leaf pair whose NSLB slice classes differ
+    (slice-pinned flows between equal classes meet no other flow). `pin_first` keeps that chunk on block 0.
+    """
+    size = len(chunks[0])
+    count = len(chunks)
+    assignment = list(range(count))
+    if pin_first is not None:
+        assignment.remove(pin_first)
+        assignment.insert(0, pin_first)
+    free_chunks = assignment[1:] if pin_first is not None else assignment
+    free_blocks = list(range(1 if pin_first is not None else 0, count))
+    steps = [k for k in range(dimensions) if (1 << k) >= size]
+    if 2 <= len(free_chunks) <= LSA_MAX_BLOCKS and steps and (virtual >= 0).any():
+        block_starts = np.asarray([starts[b] for b in free_blocks], dtype=np.int64)
+        vertex = block_starts[:, None, None] + np.arange(size)[None, :, None]
+        partner = vertex ^ (1 << np.asarray(steps))[None, None, :]
+        holder = virtual[partner]  # (blocks, size, steps)
+        members = np.asarray([chunks[c] for c in free_chunks], dtype=np.int64)  # (chunks, size)
+        placed = holder >= 0
+        safe = np.where(placed, holder, 0)
+        differ = (layout.codes[members][:, None, :, None, :] != layout.codes[safe][None, :, :, :, :]).sum(axis=4)
+        cost = differ.astype(np.float64)
+        if slice_class is not None:
+            mismatch = slice_class[members][:, None, :, None] != slice_class[safe][None, :, :, :]
+            cost += 0.25 * (mismatch & (differ > 0))
+        total = (cost * placed[None, :, :, :]).sum(axis=(2, 3))
+        rows, cols = linear_sum_assignment(total)
+        ordered = [0] * len(free_chunks)
+        for r, c in zip(rows, cols, strict=True):
+            ordered[int(c)] = free_chunks[int(r)]
+        free_chunks = ordered
+    chosen = ([pin_first] if pin_first is not None else []) + free_chunks
+    for block, chunk in enumerate(chosen):
+        virtual[starts[block] : starts[block] + size] = chunks[chunk]
+
+
+def fold_aware_order(
+    layout: ServerLayout,
+    slice_class: np.ndarray | None = None,
+    domain_ranks: Sequence[np.ndarray] | None = None,
+) -> np.ndarray:
+    """Halving-doubling order built on the virtual hypercube the fold/unfold steps leave (MPICH's scheme).
+
+    With p the largest power of two <= n and e = n - p, ranks 2v and 2v+1 (v < e) fold into virtual rank v and
+    ranks r >= 2e are virtual rank r - e. Fold pairs are taken inside leaves (an exact programme picks how many
+    per leaf), the folded survivors fill virtual ranks [0, e) and the others [e, p), each leaf as aligned
+    power-of-two chunks, so the early virtual steps stay inside leaves. Same-size chunks go to blocks by
+    `linear_sum_assignment` against the partners already placed: fewest cross-domain pairs, then (when
+    `slice_class` is given) pairs whose NSLB slice classes match. The master sends the fold at rank 0.
+    """
+    n = layout.size
+    if n <= 2 or layout.tiers == 0:
+        rest = [i for i in range(n) if i != layout.master]
+        return np.array([layout.master, *rest], dtype=np.int64)
+    p = 1 << (n.bit_length() - 1)
+    extra = n - p
+    dimensions = p.bit_length() - 1
+    ranks = domain_ranks if domain_ranks is not None else domain_ranks_first_seen(layout)
+    by_leaf, starts = _leaf_sequence(layout, ranks)
+    bounds = np.r_[starts, n]
+    leaves = [by_leaf[bounds[j] : bounds[j + 1]].tolist() for j in range(len(starts))]
+    master_leaf = next(j for j, members in enumerate(leaves) if layout.master in members)
+    leaves[master_leaf].remove(layout.master)
+    leaves[master_leaf].insert(0, layout.master)
+    # a master alone on its leaf sends its fold to another leaf: leave one fold for the cross-leaf pool
+    inside = extra - 1 if extra and len(leaves[master_leaf]) == 1 else extra
+    folds = _fold_counts([len(m) for m in leaves], inside, master_leaf)
+    sender_of: dict[int, int] = {}
+    folded: list[list[int]] = []
+    plain: list[list[int]] = []
+    for members, f in zip(leaves, folds, strict=True):
+        pairs = [(members[2 * i], members[2 * i + 1]) for i in range(f)]
+        sender_of.update({survivor: sender for sender, survivor in pairs})
+        folded.append([survivor for _, survivor in pairs])
+        plain.append(members[2 * f :])
+    missing = extra - sum(folds)
+    if missing:
+        # not enough pairs inside leaves: fold leftover servers across leaves, the master (if left) sending
+        pool = [s for members in plain for s in members]
+        if layout.master in pool:
+            pool.remove(layout.master)
+            pool.insert(0, layout.master)
+        taken = pool[: 2 * missing]
+        for sender, survivor in zip(taken[0::2], taken[1::2], strict=True):
+            sender_of[survivor] = sender
+        gone = set(taken)
+        survivors = set(taken[1::2])
+        for j in range(len(leaves)):
+            folded[j] += [s for s in plain[j] if s in survivors]
+            plain[j] = [s for s in plain[j] if s not in gone]
+    virtual = np.full(p, -1, dtype=np.int64)
+    master_survivor = next((s for s, sender in sender_of.items() if sender == layout.master), layout.master)
+    for region, low, high in ((folded, 0, extra), (plain, extra, p)):
+        chunks: list[tuple[int, int, list[int]]] = []
+        for j, members in enumerate(region):
+            offset = 0
+            for size in _binary_chunks(len(members)):
+                chunks.append((size, j, members[offset : offset + size]))
+                offset += size
+        chunks.sort(key=lambda chunk: (-chunk[0], chunk[1]))
+        # [0, e) takes descending sizes from its start, [e, p) from its end backwards: both stay aligned
+        position = low
+        end = high
+        index = 0
+        while index < len(chunks):
+            size = chunks[index][0]
+            stop = index
+            while stop < len(chunks) and chunks[stop][0] == size:
+                stop += 1
+            group = chunks[index:stop]
+            if region is folded:
+                block_starts = [position + b * size for b in range(len(group))]
+                position += size * len(group)
+            else:
+                end -= size * len(group)
+                block_starts = [end + b * size for b in range(len(group))]
+            pin = next((c for c, chunk in enumerate(group) if master_survivor in chunk[2]), None)
+            pin = pin if pin is not None and block_starts[0] == 0 else None
+            _place_region(
+                [chunk[2] for chunk in group],
+                block_starts,
+                layout=layout,
+                slice_class=slice_class,
+                virtual=virtual,
+                dimensions=dimensions,
+                pin_first=pin,
+            )
+            index = stop
+    at = int(np.flatnonzero(virtual == master_survivor)[0])
+    if at and extra == 0:
+        virtual = virtual[np.arange(p) ^ at]  # a hypercube automorphism: every partner pair survives
+    elif at:
+        # swap the master's aligned chunk block with the block at 0, then xor inside it
+        size = _block_size_at(virtual, layout, at, extra)
+        base = at - at % size
+        head = virtual[:size].copy()
+        virtual[:size] = virtual[base : base + size]
+        virtual[base : base + size] = head
+        virtual[:size] = virtual[:size][np.arange(size) ^ (at - base)]
+    order = np.empty(n, dtype=np.int64)
+    survivors_virtual = virtual
+    order[2 * extra :] = survivors_virtual[extra:]
+    order[1 : 2 * extra : 2] = survivors_virtual[:extra]
+    order[0 : 2 * extra : 2] = [sender_of[int(s)] for s in survivors_virtual[:extra]]
+    return order
+
+
+def _block_size_at(virtual: np.ndarray, layout: ServerLayout, at: int, limit: int) -> int:
+    """Largest aligned block around `at` inside [0, limit) whose servers share one leaf, at least 1."""
+    size = 1
+    leaf = layout.codes[virtual[at], 0]
+    while size * 2 <= limit:
+        base = at - at % (size * 2)
+        if base + size * 2 > limit:
+            break
+        if not (layout.codes[virtual[base : base + size * 2], 0] == leaf).all():
+            break
+        size *= 2
+    return size

@@ -2,20 +2,38 @@
 
 from __future__ import annotations
 
+import itertools
 import math
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, get_args
 
 import numpy as np
+from scipy.special import bdtr
 
 from planner._baselines import baseline_order
 from planner._errors import InputError, PlacementError
-from planner._hd import block_order, distance_matrix, fill_free_ranks, qap_polish, traffic_matrix, traffic_pairs
+from planner._hd import (
+    QAP_MAX_SERVERS,
+    block_order,
+    distance_matrix,
+    fill_free_ranks,
+    fold_aware_order,
+    qap_polish,
+    traffic_matrix,
+    traffic_pairs,
+)
 from planner._model import Pattern, Placement, Routing, Topology
 from planner._network import JobNetwork, job_network
-from planner._ring import ServerLayout, cross_edge_bounds, cross_edge_counts, ring_candidates, server_layout
+from planner._ring import (
+    ServerLayout,
+    cross_edge_bounds,
+    cross_edge_counts,
+    grouped_ring_order,
+    ring_candidates,
+    server_layout,
+)
 from planner._simulate import (
     OrderEvaluation,
     evaluate_order,
@@ -37,10 +55,14 @@ STATUS_MESSAGES = {
 }
 """`PlanResult.status` values and what they mean."""
 
-OBJECTIVE_SEEDS = (1000, 1001, 1002)
-"""ECMP seeds the planner scores candidates on, disjoint from the report's seeds 0..19 so metrics stay honest."""
 MAX_RING_CANDIDATES = 16
-"""Bound-meeting ring orders scored at most (the first two always)."""
+"""Bound-meeting ring orders of the planner's own construction scored at most (the first two always)."""
+PORTFOLIO_BASELINES = ("nslb", "leaf-grouped", "hostname", "pod-index")
+"""Baseline orders also scored as candidates when they meet the pattern's structural bounds (never worse)."""
+REPORT_SUBFLOW_SEEDS = 400_000
+"""ECMP budget of each report evaluation: seeds x server flows x NICs x queue pairs (20 seeds at most, 2 at least)."""
+REPORT_SEEDS = 20
+EPS = 1e-9
 
 TIER_NAMES = ("leaf", "pod")
 
@@ -207,34 +229,131 @@ def _pattern_steps(order: np.ndarray, pattern: Pattern) -> list[np.ndarray]:
     return steps
 
 
-def _objective(network: JobNetwork, pattern: Pattern, routing: Routing, qps: int) -> Callable[[np.ndarray], float]:
-    """Score of an order (lower is better): the largest link load over the pattern's steps.
+@dataclass(frozen=True, slots=True)
+class Score:
+    """A candidate order's objective: the collective's time (data x largest load, summed over steps), then load.
 
-    Ties break on the sum of per-step loads weighted by data size (a proxy for completion time). Pinned routing
-    reaches λ* for every step (König), so it is scored by λ*; ECMP on seeds the report does not use.
+    For the ring both agree (one step). For halving-doubling the time is what bus bandwidth measures; a lower
+    peak load on a tiny late step must not outweigh a slower early step carrying most of the data.
     """
-    n = network.servers
+
+    load: float
+    """Largest link load over the steps (ecmp: expected value)."""
+    time: float
+    """Sum over steps of data size x max(largest load, 1) (ecmp: expected); 1 / bus bandwidth up to a constant."""
+
+    def better_than(self, other: Score) -> bool:
+        """Lower time wins; equal times are decided by load."""
+        if self.time < other.time - EPS:
+            return True
+        return abs(self.time - other.time) <= EPS and self.load < other.load - EPS
+
+
+def _step_sizes(n: int, pattern: Pattern) -> np.ndarray:
     sizes: list[float] = []
     if pattern in ("ring", "mixed") and n > 1:
         sizes.append(1.0)
     if pattern in ("halving-doubling", "mixed"):
         sizes += [float(s) for s in halving_doubling_sizes(n)]
-    weights = np.asarray(sizes)
-    seeds = OBJECTIVE_SEEDS if routing == "ecmp" else (0,)
+    return np.asarray(sizes, dtype=np.float64)
 
-    def score(order: np.ndarray) -> float:
+
+def _unique_steps(steps: list[np.ndarray]) -> tuple[list[np.ndarray], np.ndarray]:
+    """Distinct steps (the reduce-scatter and allgather halves repeat) and the index of each step's copy."""
+    seen: dict[bytes, int] = {}
+    unique: list[np.ndarray] = []
+    index = np.zeros(len(steps), dtype=np.int64)
+    for i, step in enumerate(steps):
+        key = step.tobytes()
+        if key not in seen:
+            seen[key] = len(unique)
+            unique.append(step)
+        index[i] = seen[key]
+    return unique, index
+
+
+class _EcmpEstimate:
+    """Expected largest link load of ECMP-hashed steps, from per-switch flow counts, without sampling.
+
+    Each tier-1 switch spreads its cross-leaf sub-flows (flows x NICs x queue pairs, in the rail layout per
+    plane) uniformly over its U uplinks, and receives its inbound ones over U downlinks; in 3 tiers a pod spreads
+    its cross-pod sub-flows over spines x V core links. The largest bin of M balls in B bins has
+    P(max <= t) ~ BinomCDF(t; M, 1/B)^B, and groups (and distinct steps) are treated as independent, so the
+    estimate depends only on how many flows leave and enter each switch: orders alike in that respect tie
+    exactly instead of differing by hash luck, and scoring costs no routing.
+    """
+
+    def __init__(self, network: JobNetwork, qps: int) -> None:
+        self.network = network
+        self.qps = qps
+        self.per_pair = network.nics if network.layout == "tor" else 1
+        self.copies = 1 if network.layout == "tor" else network.nics
+        if network.listed_tiers == 2:
+            self.pod_bins = network.pod_spines * np.maximum(network.pod_uplinks, 1)
+        else:
+            self.pod_bins = np.zeros(0, dtype=np.int64)
+
+    def log_cdf(self, step: np.ndarray, top: int) -> np.ndarray:
+        """log P(largest link load of the step <= t / Q) for t = 0 .. top - 1 (in sub-flow units)."""
+        net = self.network
+        src, dst = step[:, 0], step[:, 1]
+        cross_leaf, cross_pod = net.cross_domains(src, dst)
+        leaves = len(net.leaf_names)
+        groups: list[tuple[np.ndarray, np.ndarray]] = []
+        for ends in (src, dst):
+            counts = np.bincount(net.server_leaf[ends[cross_leaf]], minlength=leaves)
+            groups.append((counts * self.per_pair * self.qps, net.leaf_uplinks))
+        if self.pod_bins.size:
+            for ends in (src, dst):
+                counts = np.bincount(net.server_pod[ends[cross_pod]], minlength=len(net.pod_names))
+                groups.append((counts * self.per_pair * self.qps, self.pod_bins))
+        balls = np.concatenate([g[0] for g in groups])
+        bins = np.concatenate([g[1] for g in groups])
+        keep = balls > 0
+        pairs, multiplicity = np.unique(np.c_[balls[keep], bins[keep]], axis=0, return_counts=True)
+        t = np.arange(top)
+        total = np.zeros(top)
+        for (m, b), count in zip(pairs.tolist(), multiplicity.tolist(), strict=True):
+            with np.errstate(divide="ignore"):
+                total += count * self.copies * b * np.log(bdtr(t, m, 1.0 / b))
+        return total
+
+    def __call__(self, steps: list[np.ndarray], sizes: np.ndarray) -> Score:
+        unique, index = _unique_steps(steps)
+        q = self.qps
+        top = max(max(int(step.shape[0]) for step in unique) * self.per_pair * q, q) + 1
+        logs = np.array([self.log_cdf(step, top) for step in unique])
+        # E[max(X / Q, 1)] = 1 + sum over t >= Q of P(X > t) / Q, with X in sub-flow units
+        tail = 1.0 - np.exp(logs[:, q:])
+        expected = 1.0 + tail.sum(axis=1) / q
+        worst_tail = 1.0 - np.exp(logs[:, q:].sum(axis=0))
+        worst = 1.0 + float(worst_tail.sum()) / q
+        return Score(worst, float((sizes * expected[index]).sum()))
+
+
+def _objective(network: JobNetwork, pattern: Pattern, routing: Routing, qps: int) -> Callable[[np.ndarray], Score]:
+    """Score of an order (lower is better): the largest link load over the pattern's steps, then step time.
+
+    Slice routing is deterministic and scored exactly. Pinned routing reaches λ* for every step (König), so it
+    is scored by λ*. ECMP is scored by `_EcmpEstimate`, an expectation that needs no seeds, so the choice is
+    not hash luck and the report's seeds stay unseen by the search.
+    """
+    sizes = _step_sizes(network.servers, pattern)
+    estimate = _EcmpEstimate(network, qps) if routing == "ecmp" else None
+
+    def score(order: np.ndarray) -> Score:
         steps = _pattern_steps(order, pattern)
         if not steps:
-            return 0.0
+            return Score(1.0, 0.0)
+        if estimate is not None:
+            return estimate(steps, sizes[: len(steps)])
+        unique, index = _unique_steps(steps)
         if routing == "pinned":
-            loads = np.array([[float(lambda_star(network, s))] for s in steps])
+            loads = np.array([float(lambda_star(network, s)) for s in unique])
         else:
-            loads = np.array(
-                [[float(link_loads(network, s, routing, qps=qps, seed=seed).max()) for seed in seeds] for s in steps]
-            )
-        worst = float(loads.max(axis=0).mean())
-        total = float((weights[: len(steps), None] * np.maximum(loads, 1.0)).sum(axis=0).mean())
-        return worst + 1e-6 * total
+            loads = np.array([float(link_loads(network, s, routing).max()) for s in unique])
+        per_step = np.maximum(loads[index], 1.0)
+        return Score(float(per_step.max()), float((sizes[: len(steps)] * per_step).sum()))
 
     return score
 
@@ -243,52 +362,82 @@ def _meets_ring_bounds(layout: ServerLayout, order: np.ndarray) -> bool:
     return cross_edge_counts(layout.codes, order) == cross_edge_bounds(layout.codes)
 
 
-def _best_ring(
-    layout: ServerLayout, score: Callable[[np.ndarray], float], rng: np.random.Generator, deadline: float
-) -> tuple[np.ndarray, float, bool]:
-    """Best of the bound-meeting ring candidates scored before the deadline; (order, score, timed out)."""
+@dataclass
+class _Search:
+    """The best candidate so far, by `Score`; candidates are scored until the deadline."""
+
+    score: Callable[[np.ndarray], Score]
+    deadline: float
     best: np.ndarray | None = None
-    best_score = math.inf
-    timed_out = False
+    best_score: Score | None = None
+    timed_out: bool = False
+
+    def offer(self, order: np.ndarray, *, always: bool = False) -> Score | None:
+        """Score `order` (unless past the deadline and not `always`) and keep it when it is the best so far."""
+        if not always and time.perf_counter() >= self.deadline:
+            self.timed_out = True
+            return None
+        value = self.score(order)
+        if self.best_score is None or value.better_than(self.best_score):
+            self.best, self.best_score = order, value
+        return value
+
+    @property
+    def order(self) -> np.ndarray:
+        assert self.best is not None
+        return self.best
+
+
+def _qualifying_baselines(
+    placement: Placement, topology: Topology, layout: ServerLayout, pattern: Pattern
+) -> list[np.ndarray]:
+    """Baseline orders meeting the pattern's structural bounds (ring and mixed: every ring cross-edge bound)."""
+    found: list[np.ndarray] = []
+    for name in PORTFOLIO_BASELINES:
+        order = np.asarray(baseline_order(name, placement, topology), dtype=np.int64)
+        if pattern != "halving-doubling" and not _meets_ring_bounds(layout, order):
+            continue
+        if not any(np.array_equal(order, other) for other in found):
+            found.append(order)
+    return found
+
+
+def _ring_candidates(layout: ServerLayout, rng: np.random.Generator) -> Iterator[np.ndarray]:
     limit = MAX_RING_CANDIDATES if layout.tiers and len(np.unique(layout.codes[:, 0])) > 2 else 2
     for count, candidate in enumerate(ring_candidates(layout, rng)):
         if count >= limit:
-            break
-        if count >= 2 and time.perf_counter() >= deadline:
-            timed_out = True
-            break
-        value = score(candidate)
-        if value < best_score - 1e-12:
-            best, best_score = candidate, value
-    assert best is not None
-    return best, best_score, timed_out
+            return
+        yield candidate
 
 
-def _best_pairwise(
-    layout: ServerLayout,
-    pattern: Pattern,
-    score: Callable[[np.ndarray], float],
-    rng: np.random.Generator,
-    deadline: float,
-) -> tuple[np.ndarray, float, bool]:
-    """Leaf-aligned block order, polished by 2-opt QAP for small jobs; (order, score, timed out)."""
+def _pairwise_candidates(layout: ServerLayout, pattern: Pattern, slice_class: np.ndarray) -> list[np.ndarray]:
+    """The planner's own halving-doubling orders: fold-aware with and without slice classes, and leaf blocks."""
     n = layout.size
     identity_steps = _pattern_steps(np.arange(n), pattern)
-    order = block_order(layout, traffic_pairs(identity_steps, n))
-    value = score(order)
-    timed_out = False
-    if n >= 3 and time.perf_counter() < deadline:
-        traffic = traffic_matrix(identity_steps, n) if n <= 64 else None
-        if traffic is not None:
-            polished, ran = qap_polish(
-                layout, order, traffic, distance_matrix(layout.codes), rng=rng, deadline=deadline
-            )
-            if ran:
-                polished_value = score(polished)
-                if polished_value < value - 1e-12:
-                    order, value = polished, polished_value
-        timed_out = time.perf_counter() >= deadline
-    return order, value, timed_out
+    found: list[np.ndarray] = []
+    for order in (
+        fold_aware_order(layout, slice_class),
+        fold_aware_order(layout),
+        block_order(layout, traffic_pairs(identity_steps, n)),
+    ):
+        if not any(np.array_equal(order, other) for other in found):
+            found.append(order)
+    return found
+
+
+def _slice_classes(network: JobNetwork) -> np.ndarray:
+    """NSLB slice class of each server: flows from servers of one class on a NIC take the same spine."""
+    ports = network.server_slot * (network.nics if network.layout == "tor" else 1)
+    classes: np.ndarray = ports % network.leaf_uplinks[network.server_leaf]
+    return classes
+
+
+def _report_seeds(network: JobNetwork, routing: Routing, qps: int) -> int:
+    """ECMP seeds of each report evaluation: 20, fewer for big jobs (REPORT_SUBFLOW_SEEDS), at least 2."""
+    if routing != "ecmp":
+        return 1
+    subflows = network.servers * network.nics * qps
+    return int(min(REPORT_SEEDS, max(2, REPORT_SUBFLOW_SEEDS // max(subflows, 1))))
 
 
 def plan_ranks(
@@ -327,41 +476,41 @@ def plan_ranks(
     deadline = started + checked.time_limit
     layout = server_layout(placement, topology)
     network = job_network(topology, [s.node_name for s in placement.servers])
-    score = _objective(network, checked.pattern, checked.routing, checked.qps)
+    search = _Search(_objective(network, checked.pattern, checked.routing, checked.qps), deadline)
     n = layout.size
-    timed_out = False
     if len(checked.fixed) > 1:
         identity_steps = _pattern_steps(np.arange(n), checked.pattern)
         pairs = traffic_pairs(identity_steps, n)
         if checked.pattern == "ring":
-            preferred, _, _ = _best_ring(layout, score, checked.rng, started)
+            preferred = grouped_ring_order(layout)
         else:
-            preferred = block_order(layout, pairs)
-        order = fill_free_ranks(layout, checked.fixed, pairs, preferred)
-    elif checked.pattern == "ring":
-        order, _, timed_out = _best_ring(layout, score, checked.rng, deadline)
-    elif checked.pattern == "halving-doubling":
-        order, _, timed_out = _best_pairwise(layout, checked.pattern, score, checked.rng, deadline)
+            preferred = fold_aware_order(layout, _slice_classes(network))
+        search.offer(fill_free_ranks(layout, checked.fixed, pairs, preferred), always=True)
     else:
-        ring_order, ring_score, timed_out = _best_ring(layout, score, checked.rng, deadline)
-        pair_order, pair_score, pair_timed_out = _best_pairwise(layout, checked.pattern, score, checked.rng, deadline)
-        timed_out = timed_out or pair_timed_out
-        order = pair_order if pair_score < ring_score - 1e-12 else ring_order
+        _search_orders(search, placement=placement, topology=topology, layout=layout, network=network, checked=checked)
+    order = search.order
     routes = None
     if checked.routing == "pinned":
         from planner._routes import pin_routes
 
         routes = pin_routes(network, _pattern_steps(order, checked.pattern))
+    seeds = _report_seeds(network, checked.routing, checked.qps)
     after = evaluate_order(
-        network, order.tolist(), pattern=checked.pattern, routing=checked.routing, qps=checked.qps, routes=routes
+        network,
+        order.tolist(),
+        pattern=checked.pattern,
+        routing=checked.routing,
+        qps=checked.qps,
+        seeds=seeds,
+        routes=routes,
     )
     before_order = baseline_order("pod-index", placement, topology)
-    before = evaluate_order(network, before_order, pattern=checked.pattern, routing=checked.routing, qps=checked.qps)
-    meets = _meets_ring_bounds(layout, order)
-    if checked.pattern != "halving-doubling" and not meets:
-        status = 2 if len(checked.fixed) > 1 else 3
-    else:
-        status = 1 if timed_out else 0
+    before = evaluate_order(
+        network, before_order, pattern=checked.pattern, routing=checked.routing, qps=checked.qps, seeds=seeds
+    )
+    # fixed ranks are the only way a ring bound can be missed: every other candidate meets them
+    misses_bound = checked.pattern != "halving-doubling" and not _meets_ring_bounds(layout, order)
+    status = 2 if misses_bound else int(search.timed_out)
     shown = summarise(after)[: layout.tiers + 1]
     if checked.pattern == "halving-doubling":
         shown = shown[layout.tiers :]
@@ -379,3 +528,46 @@ def plan_ranks(
         routes=routes,
         wall_time_s=time.perf_counter() - started,
     )
+
+
+def _search_orders(
+    search: _Search,
+    *,
+    placement: Placement,
+    topology: Topology,
+    layout: ServerLayout,
+    network: JobNetwork,
+    checked: _Checked,
+) -> None:
+    """Offer every candidate of the pattern to `search`: the planner's constructions, then qualifying baselines.
+
+    Ring (and mixed, whose orders must meet the ring bounds): bound-meeting grouped rings. Halving-doubling:
+    fold-aware leaf blocks, polished by 2-opt QAP for small jobs. Baselines that meet the same bounds are
+    scored by the same objective, so the plan is never worse than any of them under it.
+    """
+    pattern = checked.pattern
+    ring_iter = _ring_candidates(layout, checked.rng)
+    if pattern == "halving-doubling":
+        for index, candidate in enumerate(_pairwise_candidates(layout, pattern, _slice_classes(network))):
+            search.offer(candidate, always=index == 0)
+    else:
+        for candidate in itertools.islice(ring_iter, 2):
+            search.offer(candidate, always=True)
+    for candidate in _qualifying_baselines(placement, topology, layout, pattern):
+        search.offer(candidate, always=True)
+    if pattern != "halving-doubling":
+        for candidate in ring_iter:
+            if search.offer(candidate) is None:
+                break
+    elif layout.size <= QAP_MAX_SERVERS and time.perf_counter() < search.deadline:
+        identity_steps = _pattern_steps(np.arange(layout.size), pattern)
+        polished, ran = qap_polish(
+            layout,
+            search.order,
+            traffic_matrix(identity_steps, layout.size),
+            distance_matrix(layout.codes),
+            rng=checked.rng,
+            deadline=search.deadline,
+        )
+        if ran:
+            search.offer(polished, always=True)
