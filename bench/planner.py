@@ -42,6 +42,10 @@ OCCUPANCY = 0.6
 QAP_MAX_SERVERS = 128
 """The generic QAP mapper only runs on small jobs (it is slow and stalls far above the bound)."""
 EPS = 1e-9
+SEEDS = 20
+"""ECMP seeds of every evaluation (the report's default)."""
+MORE_SEEDS = 200
+"""ECMP seeds of a re-evaluation when ringroute and a baseline are within two standard errors at SEEDS."""
 
 
 @dataclass(frozen=True)
@@ -107,10 +111,12 @@ def cases(quick: bool) -> list[Case]:
         sizes = [64, 512]
         if not quick and family.name == "tor-2tier-1to1":
             sizes = [64, 128, 512, 1024]
-        elif not quick and family.name in ("tor-2tier-4to1", "rail-2tier-1to1", "tor-3tier-1to1"):
+        elif not quick and family.name in ("tor-2tier-2to1", "tor-2tier-4to1", "rail-2tier-1to1", "tor-3tier-1to1"):
             sizes = [64, 512, 1024]
         for servers in sizes:
             variants = ALL_VARIANTS if servers < 1024 else LARGE_VARIANTS
+            if servers == 1024 and family.name == "tor-2tier-2to1":
+                variants = RING_ONLY
             if quick:
                 variants = tuple(v for v in variants if v[2] != 8)
             chosen += [Case(family, servers, kind, variants) for kind in kinds]
@@ -189,6 +195,17 @@ def _metrics(evaluation: OrderEvaluation, pattern: Pattern) -> dict[str, Any]:
     return out
 
 
+def _within_noise(mine: OrderEvaluation, other: OrderEvaluation, pattern: Pattern) -> bool:
+    """True when ringroute is not strictly ahead of `other` but within two standard errors on load or busbw."""
+    load_gap = mine.max_link_load - other.max_link_load
+    load_noise = 2.0 * math.hypot(mine.max_link_load_sem, other.max_link_load_sem)
+    busbw = (mine.ring_busbw, other.ring_busbw) if pattern == "ring" else (mine.hd_busbw, other.hd_busbw)
+    sems = (mine.ring_busbw_sem, other.ring_busbw_sem) if pattern == "ring" else (mine.hd_busbw_sem, other.hd_busbw_sem)
+    busbw_gap = busbw[1] - busbw[0]
+    busbw_noise = 2.0 * math.hypot(*sems)
+    return (0 < load_gap <= load_noise + EPS) or (0 < busbw_gap <= busbw_noise + EPS)
+
+
 def run_case(case: Case, seed: int) -> Iterator[dict[str, Any]]:
     """JSON rows of one case: one per (pattern, routing, qps) with every order's metrics."""
     family, job, kind = case.family, case.servers, case.placement
@@ -215,10 +232,25 @@ def run_case(case: Case, seed: int) -> Iterator[dict[str, Any]]:
             baseline_seconds[name] = time.perf_counter() - started
         for _, routing, qps in (v for v in case.variants if v[0] == pattern):
             plan = plan_ranks(case_placement, topology, pattern, routing, qps=qps, rng=seed)
-            orders: dict[str, dict[str, Any]] = {"ringroute": _metrics(plan.after, pattern)}
+            evaluations: dict[str, OrderEvaluation] = {"ringroute": plan.after}
             for name, order in baselines.items():
-                evaluation = evaluate_order(case_network, order, pattern=pattern, routing=routing, qps=qps)
-                orders[name] = _metrics(evaluation, pattern)
+                evaluations[name] = evaluate_order(case_network, order, pattern=pattern, routing=routing, qps=qps)
+            seeds_used = dict.fromkeys(evaluations, SEEDS if routing == "ecmp" else 0)
+            if routing == "ecmp":
+                # A comparison inside the seed noise is decided by more seeds (the same for both orders).
+                close = [
+                    name
+                    for name, other in evaluations.items()
+                    if name != "ringroute" and _within_noise(evaluations["ringroute"], other, pattern)
+                ]
+                if close:
+                    everyone = {"ringroute": plan.order, **baselines}
+                    for name in ["ringroute", *close]:
+                        evaluations[name] = evaluate_order(
+                            case_network, everyone[name], pattern=pattern, routing=routing, qps=qps, seeds=MORE_SEEDS
+                        )
+                        seeds_used[name] = MORE_SEEDS
+            orders = {name: {**_metrics(e, pattern), "seeds": seeds_used[name]} for name, e in evaluations.items()}
             yield {
                 "case": "plan",
                 "family": family.name,
@@ -308,10 +340,28 @@ class Tally:
         return {"passed": self.passed, "cases": self.total, "share": share, "first_failures": self.failures or []}
 
 
+def _anchors(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """DESIGN §5 anchors from the run: ECMP bus bandwidth at 1,024 servers, λ* of random vs contiguous orders."""
+    out: dict[str, Any] = {}
+    for row in rows:
+        where = (row["family"], row["servers"], row["placement"], row["pattern"], row["routing"], row["qps"])
+        orders = row["orders"]
+        if where == ("tor-2tier-1to1", 1024, "fragmented", "ring", "ecmp", 1):
+            out["ecmp_ring_busbw_1024_tor_1to1_q1"] = {
+                name: orders[name]["busbw"] for name in ("random", "nslb", "leaf-grouped", "pod-index", "ringroute")
+            }
+        if row["pattern"] == "ring" and row["routing"] == "pinned" and row["placement"] == "fragmented":
+            key = f"lambda_star_{row['family']}_{row['servers']}"
+            if row["family"] in ("tor-2tier-2to1", "tor-2tier-4to1", "tor-3tier-spine-2to1"):
+                out[key] = {name: orders[name]["max_link_load_bound"] for name in ("random", "nslb", "ringroute")}
+    return out
+
+
 def summarise(rows: Sequence[dict[str, Any]], timings: Sequence[dict[str, Any]]) -> dict[str, Any]:
-    """The summary line: each required result of issue 2 with its pass share."""
+    """The summary line: each required result of issue 2 with its pass share and an explicit pass/fail."""
     cross = Tally()
     pinned = Tally()
+    pinned_above_counting = Tally()
     vs_vendor, vs_vendor_strict = Tally(), Tally()
     vs_all, vs_all_strict = Tally(), Tally()
     plan_1024: list[float] = []
@@ -322,9 +372,13 @@ def summarise(rows: Sequence[dict[str, Any]], timings: Sequence[dict[str, Any]])
             cross.add(mine["cross_edges"] == mine["cross_edge_bounds"], label)
         if row["routing"] == "pinned":
             pinned.add(abs(mine["max_link_load"] - mine["max_link_load_bound"]) < EPS, label)
+            counting = (row["pinned_routes"] or {}).get("lambda_star", mine["max_link_load_bound"])
+            # Cases where the proven optimum is above the counting bound λ* (informational; 0 expected here).
+            pinned_above_counting.add(mine["max_link_load_bound"] <= counting, label)
         else:
             # ECMP metrics are means over seeds: two orders with equal expected load differ by sampling noise,
-            # so "not worse" allows two standard errors of the difference (0 for slice, which is exact).
+            # so "not worse" allows two standard errors of the difference (0 for slice, which is exact); close
+            # calls were re-evaluated with MORE_SEEDS seeds first.
             vendor = row["orders"]["nslb"]
             noise = 2.0 * math.hypot(mine["max_link_load_sem"], vendor["max_link_load_sem"])
             vs_vendor_strict.add(mine["max_link_load"] <= vendor["max_link_load"] + EPS, label)
@@ -350,22 +404,36 @@ def summarise(rows: Sequence[dict[str, Any]], timings: Sequence[dict[str, Any]])
         "ecmp_slice_max_load_at_most_nslb": vs_vendor.summary(),
         "ecmp_slice_busbw_at_least_every_baseline": vs_all.summary(),
     }
+    required = {
+        "cross-tier ring edges equal their lower bound in 100 % of cases": cross.summary()["share"] == 1.0,
+        "pinned max link load equals the bound in 100 % of cases (ring and halving-doubling)": (
+            pinned.summary()["share"] == 1.0
+        ),
+        "ecmp/slice: ringroute max link load <= nslb's in every case (2 SE)": vs_vendor.summary()["share"] == 1.0,
+        "ecmp/slice: ringroute busbw >= every baseline's in every case (2 SE)": vs_all.summary()["share"] == 1.0,
+        "planning time <= 0.5 s at 1,024 servers": timing_ok["1024"],
+        "planning time <= 5 s at 8,192 servers": timing_ok["8192"],
+        "peak RSS <= 500 MB": bool(timings) and rss <= 500.0,
+    }
     informational = {
         "ecmp_slice_max_load_at_most_nslb_strict": vs_vendor_strict.summary(),
         "ecmp_slice_busbw_at_least_every_baseline_strict": vs_all_strict.summary(),
+        "pinned_bound_equals_counting_lambda_star": pinned_above_counting.summary(),
     }
-    ok = all(c["share"] == 1.0 for c in checks.values()) and all(timing_ok.values()) and rss <= 500.0
     return {
         "case": "summary",
-        "ok": ok,
+        "ok": all(required.values()),
+        "required_results": {name: "pass" if ok else "FAIL" for name, ok in required.items()},
         **checks,
         **informational,
+        "anchors": _anchors(rows),
         "plan_time_s": {str(n): by_size[n]["plan_wall_s"] for n in limits if n in by_size},
         "plan_time_within_limit": timing_ok,
         "plan_time_limits_s": {str(n): v for n, v in limits.items()},
         "max_plan_wall_s_any_variant_1024": max(plan_1024, default=None),
         "peak_rss_mb": rss,
         "peak_rss_limit_mb": 500.0,
+        "ecmp_seeds": {"default": SEEDS, "close_calls": MORE_SEEDS},
         "rows": len(rows),
     }
 
