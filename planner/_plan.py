@@ -6,7 +6,7 @@ import itertools
 import math
 import time
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, get_args
 
 import numpy as np
@@ -315,7 +315,7 @@ class _EcmpEstimate:
         total = np.zeros(top)
         for (m, b), count in zip(pairs.tolist(), multiplicity.tolist(), strict=True):
             with np.errstate(divide="ignore"):
-                total += count * self.copies * b * np.log(bdtr(t, m, 1.0 / b))
+                total += count * self.copies * b * np.log(bdtr(np.minimum(t, m), m, 1.0 / b))
         return total
 
     def __call__(self, steps: list[np.ndarray], sizes: np.ndarray) -> Score:
@@ -364,28 +364,42 @@ def _meets_ring_bounds(layout: ServerLayout, order: np.ndarray) -> bool:
 
 @dataclass
 class _Search:
-    """The best candidate so far, by `Score`; candidates are scored until the deadline."""
+    """Scored candidates, the planner's own and baselines; candidates are scored until the deadline."""
 
     score: Callable[[np.ndarray], Score]
     deadline: float
-    best: np.ndarray | None = None
-    best_score: Score | None = None
+    scored: list[tuple[np.ndarray, Score, bool]] = field(default_factory=list)
     timed_out: bool = False
 
-    def offer(self, order: np.ndarray, *, always: bool = False) -> Score | None:
-        """Score `order` (unless past the deadline and not `always`) and keep it when it is the best so far."""
+    def offer(self, order: np.ndarray, *, always: bool = False, baseline: bool = False) -> Score | None:
+        """Score `order` unless past the deadline (and not `always`); `baseline` marks a baseline's order."""
         if not always and time.perf_counter() >= self.deadline:
             self.timed_out = True
             return None
         value = self.score(order)
-        if self.best_score is None or value.better_than(self.best_score):
-            self.best, self.best_score = order, value
+        self.scored.append((order, value, baseline))
         return value
 
     @property
     def order(self) -> np.ndarray:
-        assert self.best is not None
-        return self.best
+        """The best candidate that is no worse than any baseline in time and in load, when one is.
+
+        Otherwise the best among those whose load is no higher than the lowest baseline load. `Score` orders
+        candidates within each set.
+        """
+        assert self.scored
+        pool = self.scored
+        baselines = [value for _, value, is_baseline in self.scored if is_baseline]
+        if baselines:
+            least_time = min(v.time for v in baselines) + EPS
+            least_load = min(v.load for v in baselines) + EPS
+            dominating = [c for c in pool if c[1].time <= least_time and c[1].load <= least_load]
+            pool = dominating or [c for c in pool if c[1].load <= least_load]
+        best = pool[0]
+        for candidate in pool[1:]:
+            if candidate[1].better_than(best[1]):
+                best = candidate
+        return best[0]
 
 
 def _qualifying_baselines(
@@ -554,7 +568,7 @@ def _search_orders(
         for candidate in itertools.islice(ring_iter, 2):
             search.offer(candidate, always=True)
     for candidate in _qualifying_baselines(placement, topology, layout, pattern):
-        search.offer(candidate, always=True)
+        search.offer(candidate, always=True, baseline=True)
     if pattern != "halving-doubling":
         for candidate in ring_iter:
             if search.offer(candidate) is None:
