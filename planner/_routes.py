@@ -635,19 +635,24 @@ def _repair_pods(network: JobNetwork, flows: _CrossFlows, spine: np.ndarray) -> 
         excess = np.maximum(table - cap[:, None], 0)
         if not excess.any():
             break
-        group, colour = np.unravel_index(int(np.argmax(excess)), excess.shape)
-        if not _kempe_step(
-            network,
-            flows,
-            spine,
-            cross=cross,
-            out_group=out_group,
-            in_group=in_group,
-            table=table,
-            cap=cap,
-            group=int(group),
-            colour=int(colour),
-        ):
+        # Try the worst violation first; when no chain helps it, the next ones (a swap elsewhere may unlock it).
+        violations = np.argsort(-excess, axis=None, kind="stable")[: int(np.count_nonzero(excess))]
+        for flat in violations.tolist():
+            group, colour = divmod(flat, width)
+            if _kempe_step(
+                network,
+                flows,
+                spine,
+                cross=cross,
+                out_group=out_group,
+                in_group=in_group,
+                table=table,
+                cap=cap,
+                group=group,
+                colour=colour,
+            ):
+                break
+        else:
             break
         table = counts()
     return spine, _assign_cores(network, flows, spine)
