@@ -57,12 +57,14 @@ from planner._plot import plot_link_loads
 from planner._routes import RoutePlan, RoutesFile, edge_colouring, pin_routes
 from planner._simulate import (
     OrderEvaluation,
+    ecmp_max_loads,
     evaluate_order,
     flow_rates,
     halving_doubling_sizes,
     halving_doubling_steps,
     lambda_star,
     link_loads,
+    max_link_loads,
     max_min_rates,
     ring_flows,
 )
@@ -102,6 +104,7 @@ __all__ = [
     "OrderEvaluation",
     "RoutePlan",
     "RoutesFile",
+    "ecmp_max_loads",
     "edge_colouring",
     "evaluate_order",
     "flow_rates",
@@ -110,6 +113,7 @@ __all__ = [
     "job_network",
     "lambda_star",
     "link_loads",
+    "max_link_loads",
     "max_min_rates",
     "pin_routes",
     "plot_link_loads",
