@@ -19,8 +19,8 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from webhook.admission_types import AdmissionRequest, AdmissionResponse, AdmissionReview, StatusCause
 from webhook.metrics import Metrics
-from webhook.mutation import encode_patch, mutate_view
-from webhook.policy import classify, validate
+from webhook.mutation import encode_patch, mutate_update, mutate_view
+from webhook.policy import classify, existing_violations, validate
 from webhook.policy.jobview import JobView, read_job
 from webhook.rank_configmap import initial_configmap
 from webhook.settings import RING_LABEL, Settings
@@ -176,10 +176,10 @@ class AdmissionHandlers:
 
     async def _validate(self, admission: AdmissionRequest) -> tuple[AdmissionResponse, str]:
         job = admission.get("object") or {}
-        old = admission.get("oldObject") if admission.get("operation") == "UPDATE" else None
+        old = _old_object(admission)
         try:
             violations = validate(job, old, self.settings)
-            verdict = classify(violations, self.settings)
+            verdict = classify(violations, self.settings, existing=existing_violations(old, self.settings))
         except Exception:
             log.exception("event=policy_failed uid=%s", admission.get("uid"))
             return {
@@ -194,8 +194,8 @@ class AdmissionHandlers:
         for violation in violations:
             self.metrics.admission_violations.labels(violation.rule).inc()
         response: AdmissionResponse = {"allowed": verdict.allowed}
-        if verdict.warnings:
-            response["warnings"] = [v.render() for v in verdict.warnings]
+        if verdict.warnings or verdict.ratcheted:
+            response["warnings"] = verdict.warning_messages()
         if not verdict.allowed:
             causes: list[StatusCause] = [
                 {"reason": v.cause_reason, "message": v.render(), "field": v.path} for v in verdict.denials
@@ -220,7 +220,12 @@ class AdmissionHandlers:
         job = admission.get("object") or {}
         try:
             view = read_job(job, self.settings)
-            ops = mutate_view(view)
+            if admission.get("operation") == "UPDATE":
+                # Only a job ringroute admitted is patched, and only back to what the stored object has.
+                old = _old_object(admission)
+                ops = mutate_update(view, old) if old is not None else []
+            else:
+                ops = mutate_view(view)
             patch = encode_patch(ops) if ops else None
         except Exception:
             log.exception("event=mutation_failed uid=%s", admission.get("uid"))
@@ -304,6 +309,14 @@ class AdmissionHandlers:
         """Wait briefly for background ConfigMap creations (on shutdown)."""
         if self._background:
             await asyncio.wait(set(self._background), timeout=self.settings.configmap_create_timeout_s)
+
+
+def _old_object(admission: AdmissionRequest) -> Mapping[str, Any] | None:
+    """The stored object of an UPDATE (None on CREATE, or when the request does not carry it)."""
+    if admission.get("operation") != "UPDATE":
+        return None
+    old = admission.get("oldObject")
+    return old if isinstance(old, dict) else None
 
 
 def _job_name(job: Mapping[str, Any]) -> Any:

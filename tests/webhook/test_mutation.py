@@ -7,19 +7,16 @@ import base64
 import copy
 import json
 from collections.abc import Callable
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
 import jsonschema
 import pytest
-import referencing
-import yaml
 from hypothesis import HealthCheck, given
 from hypothesis import settings as hypothesis_settings
 from hypothesis import strategies as st
 
-from tests.webhook.conftest import apply_ops, container, load_example
+from tests.webhook.conftest import apply_ops, bare_job, check_schemas, container, load_example
 from webhook.mutation import LAUNCHER_KEY, add, encode_patch, injected_items, mutate, pointer
 from webhook.policy import validate
 from webhook.settings import INJECTED_ANNOTATION, Settings
@@ -27,67 +24,6 @@ from webhook.settings import INJECTED_ANNOTATION, Settings
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = sorted(p.name for p in (ROOT / "examples" / "jobs").glob("*.yaml"))
 Build = Callable[..., dict[str, Any]]
-
-
-@pytest.fixture(scope="module")
-def volcano_job_schema() -> jsonschema.Draft202012Validator:
-    crd = yaml.safe_load((ROOT / "tests" / "data" / "schemas" / "batch.volcano.sh_jobs.yaml").read_text())
-    [version] = [v for v in crd["spec"]["versions"] if v["name"] == "v1alpha1"]
-    return jsonschema.Draft202012Validator(version["schema"]["openAPIV3Schema"])
-
-
-@pytest.fixture(scope="module")
-def pod_template_schema() -> jsonschema.Draft202012Validator:
-    """Kubernetes' own PodTemplateSpec schema (strict: unknown fields are errors), from kubernetes-validate."""
-    kv = pytest.importorskip("kubernetes_validate")
-    base = resources.files(kv) / "kubernetes-json-schema"
-    folder = sorted(p.name for p in base.iterdir() if p.name.endswith("-local-strict"))[-1]
-    schema = json.loads((base / folder / "podtemplatespec-v1.json").read_text())
-    definitions = json.loads((base / folder / "_definitions.json").read_text())
-    registry: referencing.Registry[Any] = referencing.Resource.from_contents(definitions) @ referencing.Registry()
-    registry = referencing.Resource.from_contents(schema) @ registry
-    return jsonschema.Draft202012Validator(schema, registry=registry)
-
-
-def check_schemas(
-    job: dict[str, Any], crd: jsonschema.Draft202012Validator, pod: jsonschema.Draft202012Validator
-) -> None:
-    errors = [f"{'/'.join(map(str, e.absolute_path))}: {e.message}" for e in crd.iter_errors(job)]
-    for task in job["spec"]["tasks"]:
-        errors += [
-            f"template/{'/'.join(map(str, e.absolute_path))}: {e.message}" for e in pod.iter_errors(task["template"])
-        ]
-    assert errors == []
-
-
-def bare_job() -> dict[str, Any]:
-    """A labelled NPU job with nothing but the essentials: no env, no volumes, no affinity, no task label."""
-    return {
-        "apiVersion": "batch.volcano.sh/v1alpha1",
-        "kind": "Job",
-        "metadata": {"name": "bare", "namespace": "default", "labels": {"ring-controller.cce": "ascend-1980"}},
-        "spec": {
-            "minAvailable": 3,
-            "tasks": [
-                {
-                    "name": "worker",
-                    "replicas": 3,
-                    "template": {
-                        "spec": {
-                            "containers": [
-                                {
-                                    "name": "train",
-                                    "image": "train:v1",
-                                    "command": ["python", "train.py"],
-                                    "resources": {"limits": {"huawei.com/ascend-1980": "8"}},
-                                }
-                            ]
-                        }
-                    },
-                }
-            ],
-        },
-    }
 
 
 def test_the_documented_job_gets_the_rank_table_configmap_and_env(

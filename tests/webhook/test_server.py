@@ -3,85 +3,20 @@
 from __future__ import annotations
 
 import asyncio
-import base64
 import ssl
-from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
 import aiohttp
 import jsonpatch
-import orjson
 import pytest
 from aiohttp import web
 
 from certs import ServingCertificates
-from tests.webhook.conftest import FakeConfigMaps, load_example, review
+from tests.webhook.conftest import FakeConfigMaps, Service, load_example, patch_of, review, start
 from webhook.metrics import Metrics
-from webhook.server import MAX_BODY_BYTES, ConfigMapWriter, admission_app
+from webhook.server import MAX_BODY_BYTES, admission_app
 from webhook.settings import Settings
-
-Post = Callable[..., Awaitable[tuple[int, Any]]]
-
-
-class Service:
-    """A running admission app on 127.0.0.1 with TLS, and a client that trusts only its CA."""
-
-    def __init__(self, base: str, session: aiohttp.ClientSession, metrics: Metrics) -> None:
-        self.base = base
-        self.session = session
-        self.metrics = metrics
-
-    async def post(self, path: str, body: Any, *, content_type: str = "application/json") -> tuple[int, Any]:
-        data = body if isinstance(body, bytes) else orjson.dumps(body)
-        async with self.session.post(self.base + path, data=data, headers={"Content-Type": content_type}) as resp:
-            raw = await resp.read()
-            try:
-                return resp.status, orjson.loads(raw)
-            except orjson.JSONDecodeError:
-                return resp.status, raw.decode()
-
-    async def get(self, path: str) -> tuple[int, str]:
-        async with self.session.get(self.base + path) as resp:
-            return resp.status, await resp.text()
-
-
-async def start(
-    tls_material: Path,
-    client_ssl: ssl.SSLContext,
-    configmaps: ConfigMapWriter | None,
-    settings: Settings | None = None,
-    certificates: ServingCertificates | None = None,
-) -> tuple[Service, Callable[[], Awaitable[None]]]:
-    certs = certificates or ServingCertificates(tls_material)
-    metrics = Metrics()
-    app = admission_app(settings or Settings(), metrics, configmaps=configmaps, certificates=certs)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0, ssl_context=certs.ssl_context())
-    await site.start()
-    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-    session = aiohttp.ClientSession(connector=aiohttp.TCPConnector(ssl=client_ssl))
-
-    async def stop() -> None:
-        await session.close()
-        await runner.cleanup()
-
-    return Service(f"https://127.0.0.1:{port}", session, metrics), stop
-
-
-@pytest.fixture
-async def service(
-    tls_material: Path, client_ssl: ssl.SSLContext, fake_configmaps: FakeConfigMaps
-) -> AsyncIterator[Service]:
-    running, stop = await start(tls_material, client_ssl, fake_configmaps)
-    yield running
-    await stop()
-
-
-def patch_of(answer: dict[str, Any]) -> list[dict[str, Any]]:
-    result: list[dict[str, Any]] = orjson.loads(base64.b64decode(answer["response"]["patch"]))
-    return result
 
 
 async def test_the_documented_job_is_admitted_and_patched_over_tls(

@@ -2,11 +2,15 @@
 
 Each rule is a small function `(job: JobView, settings) -> list[Violation]` in its own module; `validate` runs
 every one and `classify` splits the findings into denials and warnings by the rule's configured mode.
+
+UPDATE ratchets: a violation the stored object already had (same rule, same path) is a warning, so a job admitted
+before a rule existed (or before ringroute was installed) can still be scaled or have its finalizers removed;
+only violations the update introduces are denied.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -58,12 +62,18 @@ def rule_mode(rule: str, settings: Settings) -> str:
     return settings.policy.mode(rule)
 
 
+RATCHET_NOTE = " (already present before this update: allowed until fixed)"
+"""Appended to the warning of a violation the stored object already had."""
+
+
 @dataclass(frozen=True, slots=True)
 class Verdict:
     """Violations split by enforcement mode."""
 
     denials: tuple[Violation, ...]
     warnings: tuple[Violation, ...]
+    ratcheted: tuple[Violation, ...] = ()
+    """Violations of reject-mode rules the stored object already had (UPDATE); reported as warnings."""
 
     @property
     def allowed(self) -> bool:
@@ -79,21 +89,49 @@ class Verdict:
         """The denials, rendered once."""
         return render(self.denials)
 
+    def warning_messages(self) -> list[str]:
+        """The `warnings` of the AdmissionResponse: warn-mode findings, then ratcheted ones with a note."""
+        return [v.render() for v in self.warnings] + [v.render() + RATCHET_NOTE for v in self.ratcheted]
 
-def classify(violations: Sequence[Violation], settings: Settings) -> Verdict:
-    """Split violations into denials (reject mode) and warnings (warn mode)."""
-    denials = tuple(v for v in violations if rule_mode(v.rule, settings) == "reject")
-    warnings = tuple(v for v in violations if rule_mode(v.rule, settings) != "reject")
-    return Verdict(denials, warnings)
+
+def violation_key(violation: Violation) -> tuple[str, str]:
+    """What makes two findings "the same" across an UPDATE: the rule and the field path."""
+    return violation.rule, violation.path
+
+
+def classify(
+    violations: Sequence[Violation], settings: Settings, *, existing: Collection[tuple[str, str]] = ()
+) -> Verdict:
+    """Split violations into denials (reject mode), warnings (warn mode) and ratcheted ones (reject mode, but
+    `existing` holds their `violation_key`: the stored object already had them)."""
+    denials: list[Violation] = []
+    warnings: list[Violation] = []
+    ratcheted: list[Violation] = []
+    for violation in violations:
+        if rule_mode(violation.rule, settings) != "reject":
+            warnings.append(violation)
+        elif violation_key(violation) in existing:
+            ratcheted.append(violation)
+        else:
+            denials.append(violation)
+    return Verdict(tuple(denials), tuple(warnings), tuple(ratcheted))
+
+
+def existing_violations(old: Mapping[str, Any] | None, settings: Settings) -> frozenset[tuple[str, str]]:
+    """The `violation_key`s of the stored object on UPDATE (empty on CREATE)."""
+    if old is None:
+        return frozenset()
+    return frozenset(violation_key(v) for v in validate(old, None, settings))
 
 
 def judge(job: Mapping[str, Any], old: Mapping[str, Any] | None, settings: Settings) -> Verdict:
-    """validate + classify."""
-    return classify(validate(job, old, settings), settings)
+    """validate + classify, ratcheting against `old` on UPDATE."""
+    return classify(validate(job, old, settings), settings, existing=existing_violations(old, settings))
 
 
 __all__ = [
     "CHECKERS",
+    "RATCHET_NOTE",
     "RULES",
     "Checker",
     "JobView",
@@ -101,9 +139,11 @@ __all__ = [
     "Verdict",
     "Violation",
     "classify",
+    "existing_violations",
     "judge",
     "read_job",
     "render",
     "rule_mode",
     "validate",
+    "violation_key",
 ]
