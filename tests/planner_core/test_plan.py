@@ -133,7 +133,7 @@ def test_halving_doubling_with_a_master_on_a_small_leaf_still_gives_it_rank_zero
     nodes = list(topology.paths)
     placement = make_placement(nodes, master=9)
     for pattern in ("halving-doubling", "mixed"):
-        result = plan_ranks(placement, topology, pattern, "slice", rng=0)  # type: ignore[arg-type]
+        result = plan_ranks(placement, topology, pattern, "slice", rng=0)
         assert result.order[0] == 9
         assert sorted(result.order) == list(range(10))
 
