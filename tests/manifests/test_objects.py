@@ -126,6 +126,21 @@ def test_probes_hit_healthz_and_readyz_over_https_on_the_webhook_port(objects: l
     assert c["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "https", "scheme": "HTTPS"}
 
 
+def test_the_extender_port_is_probed_before_the_pod_can_become_ready(objects: list[dict[str, Any]]) -> None:
+    from webhook.extender import PREFIX, extender_app
+    from webhook.metrics import Metrics
+    from webhook.settings import Settings
+
+    probe = container(objects)["startupProbe"]
+    assert probe["httpGet"] == {"path": "/extender/healthz", "port": "extender", "scheme": "HTTP"}
+    assert probe["periodSeconds"] * probe["failureThreshold"] >= 30  # time to start on a busy node
+    routes = {
+        (r.method, r.resource.canonical) for r in extender_app(Settings(), Metrics()).router.routes() if r.resource
+    }
+    assert ("GET", probe["httpGet"]["path"]) in routes
+    assert probe["httpGet"]["path"].startswith(PREFIX)
+
+
 def test_services_route_443_to_the_webhook_and_8888_to_the_extender(objects: list[dict[str, Any]]) -> None:
     pod_labels = one(objects, "Deployment")["spec"]["template"]["metadata"]["labels"]
     webhook = one(objects, "Service", "ringroute-webhook")
@@ -134,6 +149,13 @@ def test_services_route_443_to_the_webhook_and_8888_to_the_extender(objects: lis
         assert service["spec"]["selector"].items() <= pod_labels.items()
     assert [(p["port"], p["targetPort"]) for p in webhook["spec"]["ports"]] == [(443, "https")]
     assert [(p["port"], p["targetPort"]) for p in extender["spec"]["ports"]] == [(8888, "extender")]
+
+
+def test_the_extender_service_keeps_one_scheduler_on_one_replica(objects: list[dict[str, Any]]) -> None:
+    extender = one(objects, "Service", "ringroute-extender")
+    assert extender["spec"]["sessionAffinity"] == "ClientIP"
+    assert extender["spec"]["sessionAffinityConfig"]["clientIP"]["timeoutSeconds"] >= 3600
+    assert "sessionAffinity" not in one(objects, "Service", "ringroute-webhook")["spec"]  # the API server spreads
 
 
 def test_container_args_point_at_the_mounted_certificates_and_settings(objects: list[dict[str, Any]]) -> None:
