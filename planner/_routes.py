@@ -15,6 +15,7 @@ proven lower bound of every step (λ*, or the exact optimum).
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, TypedDict
@@ -31,7 +32,8 @@ from planner._simulate import _check_flows, lambda_star
 EXACT_MAX_CHOICES = 20_000
 """Largest number of (flow, spine, core) choices the exact solver takes on; bigger steps keep the colouring."""
 EXACT_TIME_LIMIT_S = 2.0
-"""Time limit of one exact solve (HiGHS branch and bound); its proven lower bound is used when it stops early."""
+"""Time budget of the exact solves of one `pin_routes` call (HiGHS branch and bound); a solve stopped early
+contributes its proven dual bound."""
 
 
 class RouteEntry(TypedDict):
@@ -387,7 +389,8 @@ def pin_routes(
     Steps are separate moments in time and are pinned independently (in one colouring of their disjoint union;
     identical steps, such as the two halves of halving-doubling, once). `RoutePlan.step_bounds` holds each
     step's proven lower bound and `step_loads` what the routes reach; they are equal (optimal) for every step
-    whose load reaches λ* or that the exact solver (`exact_time_limit` seconds, small steps) finished.
+    whose load reaches λ* or that the exact solver finished (small steps; `exact_time_limit` seconds in total
+    over all steps, 0 to skip it).
     """
     all_steps = tuple(_check_flows(network, s) for s in flow_steps)
     first_of: dict[tuple[tuple[int, ...], bytes], int] = {}
@@ -405,11 +408,13 @@ def pin_routes(
         cores_out[i][flows.pair[mine], flows.nic[mine]] = core[mine]
     loads = _step_max_loads(network, steps, flows, spine, core)
     bounds = [lambda_star(network, s) for s in steps]
+    deadline = time.perf_counter() + exact_time_limit
     for i, pairs in enumerate(steps):
-        if loads[i] <= bounds[i] or exact_time_limit <= 0:
+        remaining = deadline - time.perf_counter()
+        if loads[i] <= bounds[i] or remaining <= 0:
             continue
         nic_load = _nic_max_load(pairs)
-        exact = _exact_step(network, pairs, bounds[i], exact_time_limit)
+        exact = _exact_step(network, pairs, bounds[i], remaining)
         if exact is None:
             continue
         bounds[i] = max(bounds[i], exact.lower_bound)
