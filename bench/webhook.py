@@ -4,8 +4,10 @@ Generates certificates, starts `ringroute serve --no-controller --workers N` on 
 an AdmissionReview of a realistic 8-task route-planned Volcano Job (the documented job, 8 cards per pod).
 Load generator: Debian's `wrk` with a Lua script (installed with apt-get when missing and allowed), or else
 several aiohttp client processes. Prints one JSON line per concurrency level, then a summary line.
+`--micro` instead times the admission code in this process, phase by phase (no HTTP, no TLS).
 
     python bench/webhook.py [--workers 2] [--duration 8] [--concurrency 10 50 200] [--client auto|wrk|aiohttp]
+    python bench/webhook.py --micro
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import timeit
 import uuid
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -390,6 +393,59 @@ def serve_inprocess(cert_dir: str, port: int, workers: int) -> None:
     one()
 
 
+def microbench(tasks: int = TASKS, repeat: int = 7) -> dict[str, Any]:
+    """Microseconds per call of each admission phase for the realistic job (best of `repeat`, collector on)."""
+    import jsonpatch
+    import orjson
+
+    from webhook.mutation import encode_patch, mutate, mutate_update, mutate_view
+    from webhook.policy import classify, existing_violations, validate
+    from webhook.policy.jobview import read_job
+    from webhook.server import parse_review
+    from webhook.settings import default_settings
+
+    settings = default_settings()
+    body = orjson.dumps(realistic_review(tasks))
+    job: dict[str, Any] = orjson.loads(body)["request"]["object"]
+    view = read_job(job, settings)
+    ops = mutate_view(view)
+    stored: dict[str, Any] = jsonpatch.apply_patch(job, copy.deepcopy(ops))
+    update_view = read_job(job, settings)  # an apply that dropped every injected field
+
+    def mutate_path() -> str:
+        admission = parse_review(body)["request"]
+        return encode_patch(mutate_view(read_job(admission.get("object") or {}, settings)))
+
+    def validate_path() -> Any:
+        admission = parse_review(body)["request"]
+        return classify(validate(admission.get("object") or {}, None, settings), settings)
+
+    def validate_update() -> Any:
+        old = stored
+        return classify(validate(stored, old, settings), settings, existing=existing_violations(old, settings))
+
+    phases = {
+        "parse_review": lambda: parse_review(body),
+        "read_job": lambda: read_job(job, settings),
+        "mutate_view": lambda: mutate_view(view),
+        "encode_patch": lambda: encode_patch(ops),
+        "mutate_path": mutate_path,
+        "validate_path": validate_path,
+        "mutate_update_restore": lambda: mutate_update(update_view, stored),
+        "validate_update_ratchet": validate_update,
+    }
+    assert mutate(stored, settings) == [], "the stored job needs nothing more"
+    result: dict[str, Any] = {"bench": "webhook", "mode": "inprocess", "tasks": tasks, "request_bytes": len(body)}
+    result["patch_ops"] = len(ops)
+    for name, call in phases.items():
+        timer = timeit.Timer(call, setup="gc.enable()")
+        number, _ = timer.autorange()
+        best = min(timer.repeat(repeat=repeat, number=number)) / number
+        result[f"{name}_us"] = round(best * 1e6, 1)
+    result["note"] = "mutate_path = parse_review + read_job + mutate_view + encode_patch, what /jobs/mutate runs"
+    return result
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--workers", type=int, default=2, help="server worker processes (default 2)")
@@ -410,10 +466,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         default="auto",
         help="`ringroute serve` (default when available) or a bare admission_app",
     )
+    parser.add_argument("--micro", action="store_true", help="time the admission code in-process and exit")
     parser.add_argument("--_serve", nargs=3, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args._serve:
         serve_inprocess(args._serve[0], int(args._serve[1]), int(args._serve[2]))
+        return 0
+    if args.micro:
+        print(json.dumps(microbench()), flush=True)
         return 0
     if not 0 < args.duration <= 60:
         parser.error("--duration: must be in (0, 60] seconds")
