@@ -338,9 +338,10 @@ def mutate_update(view: JobView, old: Mapping[str, Any]) -> list[PatchOp]:
     Nothing unless `old` carries `ringroute.io/injected` (ringroute admitted it). Then what the update dropped
     is added back exactly as `old` has it (a server-side apply that omits the injected fields removes them),
     and nothing `old` does not have is ever added: Volcano rejects updates that change other spec fields.
+    A job being deleted is left alone (its updates only remove finalizers).
     """
     old_record = _recorded(as_mapping(as_mapping(old.get("metadata")).get("annotations")))
-    if not old_record:
+    if not old_record or view.deleting:
         return []
     ops = [kept for op in _collect(view).ops if (kept := _restorable(op, old)) is not None]
     record = old_record | _recorded(view.annotations)

@@ -17,8 +17,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from certs import ServingCertificates
-from tests.webhook.conftest import FakeConfigMaps, load_example, review
+from tests.webhook.conftest import FakeConfigMaps, apply_ops, load_example, review
 from webhook.metrics import Metrics
+from webhook.mutation import mutate
 from webhook.server import admission_app
 from webhook.settings import Settings
 
@@ -118,11 +119,14 @@ KEYS = [
 
 
 @st.composite
-def damaged_jobs(draw: st.DrawFn) -> Any:
-    """The example jobs with one to three values anywhere replaced by random JSON."""
+def damaged_jobs(draw: st.DrawFn, *, admitted: bool = False) -> Any:
+    """The example jobs (`admitted`: as stored after ringroute's mutation) with one to three values anywhere
+    replaced by random JSON."""
     job = load_example(
         draw(st.sampled_from(["documented.yaml", "distributed-route-plan.yaml", "rejected-workdir-nfs.yaml"]))
     )
+    if admitted:
+        job = apply_ops(job, mutate(job, Settings()))
     for _ in range(draw(st.integers(1, 3))):
         node: Any = job
         path: list[Any] = []
@@ -142,7 +146,9 @@ def damaged_jobs(draw: st.DrawFn) -> Any:
 @st.composite
 def reviews(draw: st.DrawFn) -> tuple[bytes, str | None]:
     uid = draw(st.one_of(st.just("fuzz-uid"), st.text(min_size=1, max_size=12)))
-    body = review(draw(damaged_jobs()), uid=uid, operation=draw(st.sampled_from(["CREATE", "UPDATE", "DELETE"])))
+    operation = draw(st.sampled_from(["CREATE", "UPDATE", "DELETE"]))
+    old = draw(st.none() | damaged_jobs() | damaged_jobs(admitted=True)) if operation == "UPDATE" else None
+    body = review(draw(damaged_jobs()), uid=uid, operation=operation, old=old)
     request = body["request"]
     for key in draw(st.lists(st.sampled_from(sorted(request)), max_size=2)):
         request[key] = draw(json_values)

@@ -12,6 +12,7 @@ import jsonschema
 import pytest
 from hypothesis import HealthCheck, given
 from hypothesis import settings as hypothesis_settings
+from jsonpointer import resolve_pointer
 
 from tests.webhook.conftest import (
     FakeConfigMaps,
@@ -24,6 +25,7 @@ from tests.webhook.conftest import (
     patch_of,
     review,
 )
+from tests.webhook.test_fuzz import damaged_jobs
 from tests.webhook.test_mutation import npu_jobs
 from webhook.mutation import PatchOp, mutate, mutate_update
 from webhook.policy import RATCHET_NOTE, judge
@@ -114,6 +116,14 @@ def test_an_update_that_only_dropped_the_annotation_gets_it_back(settings: Setti
     ops = update_ops(new, stored, settings)
     assert [op["path"] for op in ops] == ["/metadata/annotations/ringroute.io~1injected"]
     assert apply_ops(new, ops) == stored
+
+
+def test_a_job_being_deleted_gets_no_patch_on_update(settings: Settings) -> None:
+    applied = bare_job()
+    stored = stored_after_create(applied, settings)
+    new = server_side_apply(applied, stored)
+    new["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z"
+    assert update_ops(new, stored, settings) == []
 
 
 def test_a_job_admitted_before_ringroute_gets_no_patch_on_update(settings: Settings) -> None:
@@ -258,3 +268,27 @@ def test_any_job_applied_again_without_its_injected_fields_is_restored_exactly(j
     result = apply_ops(job, update_ops(job, stored, settings))
     assert result == stored
     assert update_ops(stored, stored, settings) == []
+
+
+@hypothesis_settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(new=damaged_jobs(), old=damaged_jobs(admitted=True))
+def test_an_update_patch_of_any_damaged_pair_applies_and_only_adds_what_the_old_object_has(new: Any, old: Any) -> None:
+    settings = Settings()
+    if not isinstance(new, dict) or not isinstance(old, dict):
+        return
+    ops = update_ops(new, old, settings)
+    apply_ops(new, ops)  # raises if an op does not apply
+    for op in ops:
+        path, value = op["path"], op["value"]
+        if not path.startswith("/spec/"):
+            continue
+        if path.endswith("/-"):
+            assert value in resolve_pointer(old, path[:-2], [])
+            continue
+        stored = resolve_pointer(old, path, None)
+        if isinstance(value, list):
+            assert all(item in stored for item in value)
+        elif isinstance(value, dict):
+            assert all(stored.get(k) == v for k, v in value.items())
+        else:
+            assert value == stored
