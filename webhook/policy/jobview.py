@@ -115,16 +115,10 @@ class ContainerView(NamedTuple):
     """The env entries (empty when absent)."""
     mounts: tuple[Mapping[str, Any], ...]
     """The volumeMounts entries (empty when absent)."""
-
-    @property
-    def is_npu(self) -> bool:
-        """The container asks for cards of the job's accelerator."""
-        return self.npu_request is not None or self.npu_limit is not None
-
-    @property
-    def cards(self) -> int | None:
-        """Cards this container gets: limits win (requests default to them), None when not a whole number."""
-        return parse_cards(self.npu_limit if self.npu_limit is not None else self.npu_request)
+    is_npu: bool
+    """The container asks for cards of the job's accelerator."""
+    cards: int | None
+    """Cards this container gets: limits win (requests default to them), None when not a whole number."""
 
 
 class TaskView(NamedTuple):
@@ -154,10 +148,12 @@ class TaskView(NamedTuple):
     @property
     def cards_per_pod(self) -> int | None:
         """Cards one pod of this task takes (sum over its containers), None when a count is not whole."""
-        counts = [c.cards for c in self.npu_containers]
-        if any(c is None for c in counts):
-            return None
-        return sum(c for c in counts if c is not None)
+        total = 0
+        for container in self.npu_containers:
+            if container.cards is None:
+                return None
+            total += container.cards
+        return total
 
     def volume(self, name: Any) -> Mapping[str, Any] | None:
         """The pod volume called `name`."""
@@ -218,17 +214,23 @@ def _container_views(
     init = key == "initContainers"
     views = []
     for j, container in enumerate(as_mappings(listed)):
-        resources = as_mapping(container.get("resources"))
+        request = limit = None
+        if resource:
+            resources = as_mapping(container.get("resources"))
+            request = as_mapping(resources.get("requests")).get(resource)
+            limit = as_mapping(resources.get("limits")).get(resource)
         views.append(
             ContainerView(
                 container=container,
                 field=f"{field}.{key}[{j}]",
                 pointer=f"{pointer}/{key}/{j}",
                 init=init,
-                npu_request=as_mapping(resources.get("requests")).get(resource) if resource else None,
-                npu_limit=as_mapping(resources.get("limits")).get(resource) if resource else None,
+                npu_request=request,
+                npu_limit=limit,
                 env=as_mappings(container.get("env")),
                 mounts=as_mappings(container.get("volumeMounts")),
+                is_npu=request is not None or limit is not None,
+                cards=parse_cards(limit if limit is not None else request),
             )
         )
     return tuple(views)
@@ -269,7 +271,7 @@ def read_job(job: Mapping[str, Any], settings: Settings) -> JobView:
                 pod_spec=pod_spec,
                 containers=containers,
                 init_containers=_container_views(pod_spec, "initContainers", spec_field, spec_pointer, resource),
-                npu_containers=tuple(c for c in containers if c.is_npu),
+                npu_containers=tuple([c for c in containers if c.is_npu]),
                 volumes=volumes,
                 volumes_by_name=volumes_by_name,
             )
@@ -299,15 +301,3 @@ def _route_planned(annotations: Mapping[str, Any], tasks: Sequence[TaskView]) ->
             if found is not None and is_true(found[1]):
                 return True
     return False
-
-
-def configmap_mounts(
-    container: ContainerView, task: TaskView, configmap_name: str
-) -> list[tuple[int, Mapping[str, Any]]]:
-    """(index, mount) of the container's mounts of the ConfigMap `configmap_name`."""
-    found = []
-    for k, mount in enumerate(container.mounts):
-        volume = task.volume(mount.get("name"))
-        if volume is not None and as_mapping(volume.get("configMap")).get("name") == configmap_name:
-            found.append((k, mount))
-    return found

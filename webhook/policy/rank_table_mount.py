@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from webhook.policy.jobview import JobView, as_mapping, as_str, configmap_mounts, normal_path
+from webhook.policy.jobview import JobView, as_mapping, as_str, normal_path
 from webhook.policy.violation import Violation
 from webhook.settings import Settings
 
@@ -18,7 +18,12 @@ def check_subpath_mount(job: JobView, settings: Settings) -> list[Violation]:
     found = []
     for task in job.tasks:
         for container in (*task.containers, *task.init_containers):
-            for k, mount in configmap_mounts(container, task, name):
+            for k, mount in enumerate(container.mounts):
+                if not (mount.get("subPath") or mount.get("subPathExpr")):
+                    continue  # the common case, decided without looking up the volume
+                volume = task.volume(mount.get("name"))
+                if volume is None or as_mapping(volume.get("configMap")).get("name") != name:
+                    continue
                 for key in ("subPath", "subPathExpr"):
                     if mount.get(key):
                         found.append(

@@ -46,10 +46,8 @@ def _shell_script(container: ContainerView) -> tuple[str, str] | None:
     user_command = unwrap_launcher(command)
     skipped = len(command) - len(user_command)
     argv = [as_str(a) for a in user_command]
-    fields = [f"{container.field}.command[{i + skipped}]" for i in range(len(argv))]
-    args = [as_str(a) for a in as_list(container.container.get("args"))]
-    argv += args
-    fields += [f"{container.field}.args[{i}]" for i in range(len(args))]
+    in_command = len(argv)
+    argv += [as_str(a) for a in as_list(container.container.get("args"))]
     if len(argv) < 3 or argv[0] is None or posixpath.basename(argv[0]) not in _SHELLS:
         return None
     # `sh -c`, `bash -lc`, `bash -ec` ...: the first argument ending in c among leading options
@@ -58,8 +56,11 @@ def _shell_script(container: ContainerView) -> tuple[str, str] | None:
         if option is None or not option.startswith("-"):
             return None
         if "c" in option[1:]:
-            script = argv[i + 1]
-            return (script, fields[i + 1]) if script is not None else None
+            script, at = argv[i + 1], i + 1
+            if script is None:
+                return None
+            where = f"command[{at + skipped}]" if at < in_command else f"args[{at - in_command}]"
+            return script, f"{container.field}.{where}"
     return None
 
 
