@@ -109,9 +109,12 @@ def test_containers_without_a_command_are_not_wrapped(distributed_job: dict[str,
     assert "command" not in container(mutated)
 
 
-def test_launcher_key_matches_the_rank_configmap_module() -> None:
-    rank_configmap = pytest.importorskip("webhook.rank_configmap")
-    assert rank_configmap.LAUNCHER_KEY == LAUNCHER_KEY
+def test_the_policy_recognises_the_launcher_file_the_configmap_carries() -> None:
+    from webhook.policy.jobview import LAUNCHER_SCRIPT, unwrap_launcher
+    from webhook.rank_configmap import LAUNCHER_KEY as CONFIGMAP_KEY
+
+    assert LAUNCHER_SCRIPT == CONFIGMAP_KEY == LAUNCHER_KEY
+    assert unwrap_launcher(["/bin/sh", f"/user/config/{CONFIGMAP_KEY}", "--", "python"]) == ["python"]
 
 
 @pytest.mark.parametrize("example", EXAMPLES)
