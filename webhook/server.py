@@ -214,7 +214,7 @@ class AdmissionHandlers:
                 ",".join(sorted({v.rule for v in verdict.denials})),
             )
             return response, "denied"
-        return response, "warned" if verdict.warnings else "allowed"
+        return response, "warned" if "warnings" in response else "allowed"
 
     async def _mutate(self, admission: AdmissionRequest) -> tuple[AdmissionResponse, str]:
         job = admission.get("object") or {}

@@ -253,6 +253,10 @@ async def test_an_update_review_of_a_pre_ringroute_job_is_admitted_unpatched_wit
     assert answer["response"]["allowed"] is True
     [warning] = answer["response"]["warnings"]
     assert warning.endswith(RATCHET_NOTE)
+    warned = service.metrics.registry.get_sample_value(
+        "ringroute_admission_requests_total", {"endpoint": "validate", "verdict": "warned"}
+    )
+    assert warned == 1.0
     _, answer = await service.post("/jobs/validate", review(new))
     assert answer["response"]["allowed"] is False
 
