@@ -286,6 +286,28 @@ def _add_anti_affinity(task: TaskView, spec_ptr: str, job_name: str, patch: _Pat
         patch.extend_list(path, anti.get(_REQUIRED), [term], INJECTED_ANTI_AFFINITY)
 
 
+def _template_key(task: TaskView) -> bytes | None:
+    """The task's pod template as JSON (exact: `1` and `true` differ), or None when it is not plain JSON."""
+    try:
+        return orjson.dumps(task.template)
+    except TypeError:
+        return None
+
+
+def _copy_twin_ops(patch: _Patch, twin: tuple[str, int, int], pointer: str) -> bool:
+    """Append copies of the ops `patch.ops[start:end]` of the task at `root`, re-rooted at `pointer`."""
+    root, start, end = twin
+    ops = patch.ops[start:end]
+    try:  # fresh values: a caller may change one task's ops without touching the other's
+        values = orjson.loads(orjson.dumps([op["value"] for op in ops]))
+    except TypeError:
+        return False
+    cut = len(root)
+    for op, value in zip(ops, values, strict=True):
+        patch.ops.append({"op": "add", "path": pointer + op["path"][cut:], "value": value})
+    return True
+
+
 def _collect(view: JobView) -> _Patch:
     """Every op the job lacks, without the annotation that records them."""
     patch = _Patch()
@@ -294,8 +316,18 @@ def _collect(view: JobView) -> _Patch:
     if profile is None or configmap is None or not isinstance(view.job.get("spec"), Mapping):
         return patch
     needs = _needs(profile)
+    # Jobs often repeat one pod template in many tasks (a task per node group or per role): a task whose template
+    # serialises to the same JSON as one already walked gets that task's ops, re-rooted and copied.
+    walked: dict[bytes, tuple[str, int, int]] = {}
     for task in view.npu_tasks:
+        key = _template_key(task)
+        twin = walked.get(key) if key is not None else None
+        if twin is not None and _copy_twin_ops(patch, twin, task.pointer):
+            continue
+        start = len(patch.ops)
         _mutate_task(view, task, needs, configmap, patch)
+        if key is not None:
+            walked[key] = (task.pointer, start, len(patch.ops))
     if view.spec.get("schedulerName") in (None, ""):
         patch.add("/spec/schedulerName", VOLCANO_SCHEDULER, INJECTED_SCHEDULER)
     return patch

@@ -17,7 +17,7 @@ from hypothesis import settings as hypothesis_settings
 from hypothesis import strategies as st
 
 from tests.webhook.conftest import apply_ops, bare_job, check_schemas, container, load_example
-from webhook.mutation import LAUNCHER_KEY, add, encode_patch, injected_items, mutate, pointer
+from webhook.mutation import LAUNCHER_KEY, PatchOp, add, encode_patch, injected_items, mutate, pointer
 from webhook.policy import validate
 from webhook.settings import INJECTED_ANNOTATION, Settings
 
@@ -335,3 +335,46 @@ def test_a_mount_of_a_missing_volume_named_like_the_config_volume_keeps_its_mean
     assert "ringroute-config" not in volumes
     assert volumes["ringroute-config-2"]["configMap"] == {"name": "configmap1980-bare"}
     assert mutate(mutated, settings) == []
+
+
+def tasks_ops(ops: list[PatchOp], index: int) -> list[PatchOp]:
+    """The ops of one task, with paths relative to the task."""
+    root = f"/spec/tasks/{index}"
+    return [{**op, "path": op["path"][len(root) :]} for op in ops if op["path"].startswith(root + "/")]
+
+
+def test_tasks_with_the_same_template_get_the_same_ops_with_their_own_values(settings: Settings) -> None:
+    job = bare_job()
+    container(job)["env"] = [{"name": "ROUTE_PLAN", "value": "true"}]
+    first = job["spec"]["tasks"][0]
+    job["spec"]["tasks"] += [{**copy.deepcopy(first), "name": f"worker-{i}"} for i in range(1, 11)]
+    ops = mutate(job, settings)
+    reference = tasks_ops(ops, 0)
+    assert len(reference) > 5
+    for index in (1, 10):
+        twin = tasks_ops(ops, index)
+        assert twin == reference
+        for mine, theirs in zip(twin, reference, strict=True):
+            if isinstance(mine["value"], dict | list):
+                assert mine["value"] is not theirs["value"]
+    assert mutate(apply_ops(job, ops), settings) == []
+
+
+def test_templates_that_differ_only_as_1_and_true_are_patched_separately(settings: Settings) -> None:
+    job = bare_job()
+    container(job)["env"] = [{"name": "ROUTE_PLAN", "value": "true"}]
+    container(job)["command"] = ["python", "train.py", 1]
+    second = copy.deepcopy(job["spec"]["tasks"][0])
+    second["template"]["spec"]["containers"][0]["command"] = ["python", "train.py", True]
+    job["spec"]["tasks"].append(second)
+    commands = {op["path"]: op["value"] for op in mutate(job, settings) if op["path"].endswith("/command")}
+    assert commands["/spec/tasks/0/template/spec/containers/0/command"][-1] is not True
+    assert commands["/spec/tasks/1/template/spec/containers/0/command"][-1] is True
+
+
+def test_templates_that_are_not_plain_json_are_still_patched(settings: Settings) -> None:
+    job = bare_job()
+    container(job)["ports"] = [{"containerPort": 2**70}]  # beyond what orjson serialises
+    job["spec"]["tasks"].append(copy.deepcopy(job["spec"]["tasks"][0]))
+    ops = mutate(job, settings)
+    assert tasks_ops(ops, 1) == tasks_ops(ops, 0) != []
