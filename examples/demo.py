@@ -85,9 +85,10 @@ async def post(session: aiohttp.ClientSession, url: str, body: dict[str, Any]) -
         if resp.status != 200:
             raise RuntimeError(f"{url}: HTTP {resp.status}: {await resp.text()}")
         answer: dict[str, Any] = await resp.json()
-        if answer["response"]["uid"] != body["request"]["uid"]:
+        response: dict[str, Any] = answer["response"]
+        if response["uid"] != body["request"]["uid"]:
             raise RuntimeError(f"{url}: the answer does not echo the request uid")
-        return answer["response"]
+        return response
 
 
 def describe_patch(ops: list[dict[str, Any]]) -> list[str]:

@@ -189,7 +189,7 @@ async def test_configmap_edited_by_a_user_is_restored() -> None:
 
 async def test_user_made_configmap_is_adopted_and_gets_the_launcher() -> None:
     async with running_controller() as h:
-        user_made = {
+        user_made: dict[str, Any] = {
             "apiVersion": "v1",
             "kind": "ConfigMap",
             "metadata": {
@@ -224,7 +224,7 @@ async def test_job_deleted_takes_its_configmap_and_orphans_of_never_created_jobs
         await h.settle()
         assert h.configmap("gone") is None, "owned by the Job: garbage-collected with it"
 
-        orphan = {
+        orphan: dict[str, Any] = {
             "apiVersion": "v1",
             "kind": "ConfigMap",
             "metadata": {
