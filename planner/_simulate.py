@@ -10,7 +10,9 @@ that identity and `flow_rates` computes the full max-min allocation.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import dataclasses
+import math
+from collections.abc import Collection, Sequence
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any, Literal, get_args
 
@@ -23,7 +25,6 @@ from planner._network import JobNetwork
 if TYPE_CHECKING:
     from planner._routes import RoutePlan
 
-_HASH_SPINE = np.uint64(0x9E3779B97F4A7C15)
 _CAPACITY_EPS = 1e-9
 _BATCH_COUNT_CELLS = 1 << 21
 """Up to this many (seed, link) counters, all seeds are counted in one bincount."""
@@ -166,21 +167,58 @@ def _mix(x: np.ndarray) -> np.ndarray:
     return mixed
 
 
-def _ecmp_hash(sub: _SubFlows, seeds: np.ndarray, salt: np.uint64) -> np.ndarray:
-    """(seeds, subflows) hash of each sub-flow's 5-tuple stand-in (src, dst, nic, qp) under each seed.
+@dataclass(frozen=True, eq=False)
+class _Connections:
+    """The distinct connections of one or more steps, and where each first appears (its ECMP stream).
 
-    A deterministic hash (not a fresh draw per step) keeps one connection on one path for its lifetime, as a
-    switch's ECMP hash does, so the reduce-scatter and allgather halves of halving-doubling share paths.
+    A connection (src, dst) is routed once: every step that repeats it (the two halves of halving-doubling, a
+    ring edge that is also a halving-doubling pair in "mixed") reuses its path, as a switch hashing the same
+    5-tuple does.
     """
-    with np.errstate(over="ignore"):
-        key = (
-            sub.src.astype(np.uint64) * np.uint64(0x100000001B3)
-            + sub.dst.astype(np.uint64) * np.uint64(0x1000193)
-            + sub.nic.astype(np.uint64) * np.uint64(0x10001)
-            + sub.qp.astype(np.uint64)
-        )
-        key = _mix(key ^ salt)
-        return _mix(key[None, :] ^ _mix(seeds.astype(np.uint64)[:, None] + salt))
+
+    pairs: np.ndarray
+    """(m, 2) distinct (src, dst) server pairs."""
+    step: np.ndarray
+    """Stream id of the first step holding each connection."""
+    position: np.ndarray
+    """Position of each connection in that step's flow array."""
+    members: tuple[np.ndarray, ...]
+    """For every step, the connection index of each of its flows."""
+
+
+def _connections(steps: Sequence[np.ndarray], servers: int, step_ids: Sequence[int]) -> _Connections:
+    lengths = np.array([s.shape[0] for s in steps], dtype=np.int64)
+    if not int(lengths.sum()):
+        empty = np.zeros(0, dtype=np.int64)
+        return _Connections(np.zeros((0, 2), dtype=np.int64), empty, empty, tuple(empty for _ in steps))
+    flat = np.concatenate([s.reshape(-1, 2) for s in steps]).astype(np.int64, copy=False)
+    step_of = np.repeat(np.asarray(step_ids, dtype=np.int64), lengths)
+    position = np.arange(flat.shape[0]) - np.repeat(np.cumsum(lengths) - lengths, lengths)
+    _, first, inverse = np.unique(flat[:, 0] * servers + flat[:, 1], return_index=True, return_inverse=True)
+    # number connections by first appearance, so a step without repeats is connections 0 .. len-1 in order
+    appearance = np.argsort(first)
+    renumber = np.empty_like(appearance)
+    renumber[appearance] = np.arange(appearance.size)
+    first = first[appearance]
+    members = tuple(np.split(renumber[inverse.ravel()], np.cumsum(lengths)[:-1]))
+    return _Connections(flat[first], step_of[first], position[first], members)
+
+
+def _ranks_within(group: np.ndarray, order: np.ndarray) -> np.ndarray:
+    """Rank of every element among the elements of its group by ascending `order` (distinct within a group)."""
+    if not group.size:
+        return np.zeros(0, dtype=np.int64)
+    span = int(order.max()) + 1
+    # one integer key when it fits (faster than lexsort's two passes)
+    fits = int(group.max()) < (1 << 62) // span
+    sort = np.argsort(group * span + order) if fits else np.lexsort((order, group))
+    grouped = group[sort]
+    start = np.ones(sort.size, dtype=bool)
+    start[1:] = grouped[1:] != grouped[:-1]
+    first = np.maximum.accumulate(np.where(start, np.arange(sort.size), 0))
+    ranks = np.empty(sort.size, dtype=np.int64)
+    ranks[sort] = np.arange(sort.size) - first
+    return ranks
 
 
 def _uniform_choice(hashes: np.ndarray, choices: np.ndarray) -> np.ndarray:
@@ -194,9 +232,10 @@ def _uniform_choice(hashes: np.ndarray, choices: np.ndarray) -> np.ndarray:
 class _Routed:
     """Routes of the cross-leaf sub-flows of one step under each seed, kept as bases + choices (cheap to count)."""
 
-    sub: _SubFlows
+    weight: float
+    """Load of one sub-flow, 1/Q."""
     cross: np.ndarray
-    """Indices into the sub-flows that leave their tier-1 switch."""
+    """Indices into the step's sub-flows (pair, NIC, queue pair in step order) that leave their tier-1 switch."""
     up_base: np.ndarray
     """Link id of uplink 0 of each cross sub-flow's source switch (add the spine)."""
     down_base: np.ndarray
@@ -240,70 +279,340 @@ class _Routed:
         core_down[:, self.cross_pod] = self.core_down_base[None, :] + offset
         return np.stack([up, down, core_up, core_down], axis=2)
 
+    def take(self, view: _StepView) -> _Routed:
+        """The routes of one step of a union of connections routed together."""
+        if self.cross_pod is None or view.cross_pod is None or view.pod_ids is None:
+            return _Routed(
+                self.weight, view.cross, self.up_base[view.ids], self.down_base[view.ids], self.spine[:, view.ids]
+            )
+        assert self.core_up_base is not None
+        assert self.core_down_base is not None
+        assert self.core is not None
+        return _Routed(
+            self.weight,
+            view.cross,
+            self.up_base[view.ids],
+            self.down_base[view.ids],
+            self.spine[:, view.ids],
+            cross_pod=view.cross_pod,
+            core_up_base=self.core_up_base[view.pod_ids],
+            core_down_base=self.core_down_base[view.pod_ids],
+            core=self.core[:, view.pod_ids],
+            cores_per_spine=self.cores_per_spine,
+        )
 
-def _route(
+
+@dataclass(frozen=True, eq=False)
+class _StepView:
+    """Where one step's sub-flows sit among the sub-flows of the union of connections they are routed with."""
+
+    cross: np.ndarray
+    """Indices into the step's sub-flows (pair, NIC, queue pair in step order) that leave their tier-1 switch."""
+    ids: np.ndarray
+    """Their indices among the union's cross sub-flows."""
+    cross_pod: np.ndarray | None
+    """Indices into the step's cross sub-flows that leave their pod (3 tiers)."""
+    pod_ids: np.ndarray | None
+    """Their indices among the union's cross-pod sub-flows."""
+
+
+_SALT_SPINE = np.uint64(0x9E3779B97F4A7C15)
+_SALT_CORE = np.uint64(0xD1B54A32D192ED03)
+_GOLDEN = np.uint64(0x9E3779B97F4A7C15)
+_ROUTE_CHUNK_CELLS = 1 << 21
+"""ECMP choices drawn per pass: seeds x cross sub-flows (bigger arrays cost more in page faults than they save)."""
+
+
+@dataclass(frozen=True, eq=False)
+class _Prepared:
+    """The seed-independent part of routing a set of flows: sub-flows, link bases, choices and ECMP stream keys.
+
+    ECMP common random numbers: a sub-flow's spine is the draw of the stream (seed, source tier-1 switch, step,
+    rank), rank = its place among that switch's cross sub-flows of the step ordered by (NIC, queue pair,
+    position in the step); in 3 tiers its core is the draw of (seed, spine switch it reaches, step, rank among
+    that spine's cross-pod sub-flows of the step, same ordering). Within one seed distinct sub-flows have
+    distinct stream keys, so their choices are independent and uniform, as with a hash of the 5-tuple: the
+    model's distribution is unchanged. But two orders whose switches carry the same flow counts draw the same
+    choices there, so their loads are equal (or strongly correlated) seed by seed.
+    """
+
+    network: JobNetwork
+    weight: float
+    """Load of one sub-flow, 1/Q."""
+    subflows: int
+    """Sub-flows of the routed pairs: pairs x NICs x queue pairs."""
+    cross: np.ndarray
+    """Indices of the sub-flows (pair, NIC, queue pair order) that leave their tier-1 switch."""
+    up_base: np.ndarray
+    down_base: np.ndarray
+    spine_choices: np.ndarray
+    fixed_spine: np.ndarray | None
+    """Deterministic routings: the spine of every cross sub-flow."""
+    spine_key: np.ndarray | None
+    """ECMP: the stream key of every cross sub-flow (each seed mixes in)."""
+    cross_pod: np.ndarray | None = None
+    core_up_base: np.ndarray | None = None
+    core_down_base: np.ndarray | None = None
+    core_choices: np.ndarray | None = None
+    fixed_core: np.ndarray | None = None
+    core_step: np.ndarray | None = None
+    """ECMP, 3 tiers: stream step of every cross-pod sub-flow."""
+    core_switch: np.ndarray | None = None
+    """ECMP, 3 tiers: id of spine 0 of the source pod's plane (add the spine) for every cross-pod sub-flow."""
+    core_order: np.ndarray | None = None
+    """ECMP, 3 tiers: cross-pod sub-flows sorted by (pod, plane, step, NIC, queue pair, position)."""
+    core_block: np.ndarray | None = None
+    """ECMP, 3 tiers: dense (pod, plane, step) block of each sub-flow of `core_order`."""
+
+    def route(self, seeds: np.ndarray) -> _Routed:
+        """Routes of the cross sub-flows under each seed."""
+        s = seeds.size
+        if self.spine_key is None:
+            assert self.fixed_spine is not None
+            spine = np.broadcast_to(self.fixed_spine, (s, self.cross.size))
+        else:
+            spine = _uniform_choice(_seeded(self.spine_key, seeds, _SALT_SPINE), self.spine_choices)
+        if self.cross_pod is None:
+            return _Routed(self.weight, self.cross, self.up_base, self.down_base, spine)
+        if self.spine_key is None:
+            assert self.fixed_core is not None
+            core = np.broadcast_to(self.fixed_core, (s, self.cross_pod.size))
+        else:
+            core = self._ecmp_cores(spine[:, self.cross_pod], seeds)
+        return _Routed(
+            self.weight,
+            self.cross,
+            self.up_base,
+            self.down_base,
+            spine,
+            cross_pod=self.cross_pod,
+            core_up_base=self.core_up_base,
+            core_down_base=self.core_down_base,
+            core=np.ascontiguousarray(core),
+            cores_per_spine=self.network.max_pod_uplinks,
+        )
+
+    def _ecmp_cores(self, spine: np.ndarray, seeds: np.ndarray) -> np.ndarray:
+        """(seeds, cross-pod sub-flows) core uplink, drawn from the stream of the spine switch each one reaches."""
+        assert self.core_order is not None
+        assert self.core_block is not None
+        assert self.core_switch is not None
+        assert self.core_step is not None
+        assert self.core_choices is not None
+        order, size = self.core_order, self.core_order.size
+        if not size:
+            return np.zeros((seeds.size, 0), dtype=np.int64)
+        # Rank at the spine switch, per seed: a stable sort by (block, spine) keeps the ordering inside a block.
+        blocks = int(self.core_block[-1]) + 1
+        narrow = np.uint16 if blocks * self.network.max_uplinks <= (1 << 16) else np.int64
+        group = (self.core_block * self.network.max_uplinks)[None, :] + spine[:, order]
+        group = group.astype(narrow)  # 16-bit keys sort by radix
+        sort = np.argsort(group, axis=1, kind="stable")
+        grouped = np.take_along_axis(group, sort, axis=1)
+        start = np.ones(grouped.shape, dtype=bool)
+        start[:, 1:] = grouped[:, 1:] != grouped[:, :-1]
+        index = np.arange(size, dtype=np.int32)
+        first = np.maximum.accumulate(np.where(start, index[None, :], np.int32(0)), axis=1)
+        in_order = np.empty(sort.shape, dtype=np.int32)
+        np.put_along_axis(in_order, sort, index[None, :] - first, axis=1)
+        rank = np.empty_like(in_order)
+        rank[:, order] = in_order
+        # stream key (spine switch, step, rank), packed as in `_stream_key` from its seed-independent part
+        fixed = _stream_key(self.core_switch, self.core_step, np.zeros(size, dtype=np.int64))
+        key = (fixed[None, :] + (spine.astype(np.uint64) << np.uint64(40))) | rank.astype(np.uint64)
+        return _uniform_choice(_seeded(key, seeds, _SALT_CORE), self.core_choices[None, :])
+
+    def view(self, members: np.ndarray) -> _StepView:
+        """Where the sub-flows of a step (its flows = connections `members` of this union) sit in it."""
+        qps = round(1.0 / self.weight)
+        per_pair = self.network.nics * qps
+        where = np.full(self.subflows, -1, dtype=np.int64)
+        where[self.cross] = np.arange(self.cross.size)
+        union_ids = (members[:, None] * per_pair + np.arange(per_pair)[None, :]).ravel()
+        found = where[union_ids]
+        cross = np.flatnonzero(found >= 0)
+        ids = found[cross]
+        if self.cross_pod is None:
+            return _StepView(cross, ids, None, None)
+        pod_slot = np.full(self.cross.size, -1, dtype=np.int64)
+        pod_slot[self.cross_pod] = np.arange(self.cross_pod.size)
+        slots = pod_slot[ids]
+        leaves_pod = np.flatnonzero(slots >= 0)
+        return _StepView(cross, ids, leaves_pod, slots[leaves_pod])
+
+
+def _stream_key(switch: np.ndarray, step: np.ndarray, rank: np.ndarray) -> np.ndarray:
+    """Injective packing of an ECMP stream (hashing switch, step, rank): switch bits 40+, step 32-39, rank 0-31."""
+    return (
+        (switch.astype(np.uint64) << np.uint64(40)) | (step.astype(np.uint64) << np.uint64(32)) | rank.astype(np.uint64)
+    )
+
+
+def _seeded(key: np.ndarray, seeds: np.ndarray, salt: np.uint64) -> np.ndarray:
+    """(seeds, flows) hash of every stream key under every seed; `key` is (flows,) or (seeds, flows).
+
+    splitmix64 of the key, xor-ed with splitmix64 of the seed, mixed again: distinct keys (or seeds) give
+    unrelated values, i.e. independent uniform draws for the purposes of the model.
+    """
+    with np.errstate(over="ignore"):
+        seeded = _mix(seeds.astype(np.uint64)[:, None] + salt)
+        if key.ndim == 1:
+            return _mix(_mix(key ^ salt)[None, :] ^ seeded)
+        # per-seed keys: one pass; the odd multiplier spreads the low (rank) bits before the finaliser
+        return _mix((key * _GOLDEN) ^ seeded)
+
+
+def _prepare(
     network: JobNetwork,
     pairs: np.ndarray,
     routing: Routing,
     *,
     qps: int,
-    seeds: np.ndarray,
     assignment: tuple[np.ndarray, np.ndarray] | None,
-) -> _Routed:
+    streams: tuple[np.ndarray, np.ndarray] | None = None,
+) -> _Prepared:
+    """Everything about routing `pairs` that does not depend on the seed (ECMP `streams`: step, position)."""
     effective_qps = qps if routing == "ecmp" else 1
-    sub = _expand(network, pairs, effective_qps)
-    sw_a = network.tier1_switch(sub.src, sub.nic)
-    sw_b = network.tier1_switch(sub.dst, sub.nic)
-    cross = np.flatnonzero(sw_a != sw_b)
-    src, dst, nic = sub.src[cross], sub.dst[cross], sub.nic[cross]
+    per_pair = network.nics * effective_qps
+    # A sub-flow leaves its tier-1 switch exactly when its pair spans two leaves (rails never differ within a
+    # flow), so only those pairs are expanded into (pair, NIC, queue pair) sub-flows.
+    crossing = np.flatnonzero(network.server_leaf[pairs[:, 0]] != network.server_leaf[pairs[:, 1]])
+    pair = np.repeat(crossing, per_pair)
+    nic = np.tile(np.repeat(np.arange(network.nics), effective_qps), crossing.size)
+    qp = np.tile(np.arange(effective_qps), crossing.size * network.nics)
+    cross = pair * per_pair + nic * effective_qps + qp
+    src, dst = pairs[pair, 0], pairs[pair, 1]
+    sw_a = network.tier1_switch(src, nic)
+    sw_b = network.tier1_switch(dst, nic)
     leaf_a, leaf_b = network.server_leaf[src], network.server_leaf[dst]
     pod_a, pod_b = network.server_pod[src], network.server_pod[dst]
     spine_choices = np.minimum(network.leaf_uplinks[leaf_a], network.leaf_uplinks[leaf_b])
     three_tier = network.listed_tiers == 2
-    core_choices = (
-        np.minimum(network.pod_uplinks[pod_a], network.pod_uplinks[pod_b]) if three_tier else np.ones_like(src)
-    )
-    s = seeds.size
+    plane = nic if network.layout == "rail" else np.zeros_like(nic)
+    leaves_pod = np.flatnonzero(pod_a != pod_b)
+    core_choices = np.minimum(network.pod_uplinks[pod_a], network.pod_uplinks[pod_b])[leaves_pod]
+    fixed_spine = fixed_core = spine_key = None
+    core_step = core_switch = core_order = core_block = None
     if routing == "ecmp":
-        picked = _SubFlows(sub.pair[cross], src, dst, nic, sub.qp[cross], sub.weight)
-        hashes = _ecmp_hash(picked, seeds, _HASH_SPINE)
-        spine = _uniform_choice(hashes, spine_choices)
-        # The core choice uses the low 32 bits of the same hash (independent of the high bits that pick the spine).
-        core = _uniform_choice(hashes << np.uint64(32), core_choices) if three_tier else np.zeros_like(spine)
+        if streams is None:
+            streams = (np.zeros(pairs.shape[0], dtype=np.int64), np.arange(pairs.shape[0]))
+        step, position = streams
+        local = nic if network.layout == "tor" else np.zeros_like(nic)
+        # rank among the source switch's cross sub-flows of the step, ordered by (NIC, queue pair, position)
+        steps = int(step.max(initial=0)) + 1
+        block = network.server_leaf[pairs[crossing, 0]] * steps + step[crossing]
+        pair_rank = np.zeros(pairs.shape[0], dtype=np.int64)
+        pair_count = np.zeros(pairs.shape[0], dtype=np.int64)
+        pair_rank[crossing] = _ranks_within(block, position[crossing])
+        pair_count[crossing] = np.bincount(block)[block] if block.size else block
+        rank = (local * effective_qps + qp) * pair_count[pair] + pair_rank[pair]
+        spine_key = _stream_key(sw_a, step[pair], rank)
+        if three_tier:
+            lp = leaves_pod
+            source = pod_a[lp] * network.planes + plane[lp]
+            span = int(position.max(initial=0)) + 1
+            ordering = (local[lp] * effective_qps + qp[lp]) * span + position[pair[lp]]
+            _, dense = np.unique(source * steps + step[pair[lp]], return_inverse=True)
+            dense = dense.ravel()
+            order = np.lexsort((ordering, dense))
+            core_step, core_switch = step[pair[lp]], source * network.max_uplinks
+            core_order, core_block = order, dense[order]
     elif routing == "slice":
         port = network.server_slot[src] * (network.nics if network.layout == "tor" else 1)
         if network.layout == "tor":
             port = port + nic
-        spine = np.broadcast_to(port % spine_choices, (s, cross.size))
-        core = np.broadcast_to(network.leaf_position[leaf_a] % core_choices, (s, cross.size))
+        fixed_spine = port % spine_choices
+        if three_tier:
+            fixed_core = network.leaf_position[leaf_a][leaves_pod] % np.maximum(core_choices, 1)
     else:
         if assignment is None:
             raise InputError("routes: routing 'pinned' needs a RoutePlan from pin_routes for these flows")
         spines, cores = assignment
-        spine = np.broadcast_to(spines[sub.pair[cross], nic], (s, cross.size))
-        core = np.broadcast_to(np.maximum(cores[sub.pair[cross], nic], 0), (s, cross.size))
-    sw_a, sw_b = sw_a[cross], sw_b[cross]
-    zero = np.zeros_like(sw_a)
-    up_base = network.leaf_link(sw_a, zero, up=True)
-    down_base = network.leaf_link(sw_b, zero, up=False)
-    spine = np.ascontiguousarray(spine)
-    if not three_tier:
-        return _Routed(sub, cross, up_base, down_base, spine)
-    plane = nic if network.layout == "rail" else np.zeros_like(nic)
-    leaves_pod = np.flatnonzero(pod_a != pod_b)
-    zero = np.zeros(leaves_pod.size, dtype=np.int64)
-    return _Routed(
-        sub,
+        fixed_spine = spines[pair, nic]
+        if three_tier:
+            fixed_core = np.maximum(cores[pair, nic], 0)[leaves_pod]
+    zero = np.zeros(cross.size, dtype=np.int64)
+    prepared = _Prepared(
+        network,
+        1.0 / effective_qps,
+        pairs.shape[0] * per_pair,
         cross,
-        up_base,
-        down_base,
-        spine,
+        network.leaf_link(sw_a, zero, up=True),
+        network.leaf_link(sw_b, zero, up=False),
+        spine_choices,
+        fixed_spine,
+        spine_key,
+    )
+    if not three_tier:
+        return prepared
+    zero = np.zeros(leaves_pod.size, dtype=np.int64)
+    return dataclasses.replace(
+        prepared,
         cross_pod=leaves_pod,
         core_up_base=network.spine_link(pod_a[leaves_pod], plane[leaves_pod], zero, zero, up=True),
         core_down_base=network.spine_link(pod_b[leaves_pod], plane[leaves_pod], zero, zero, up=False),
-        core=np.ascontiguousarray(core[:, leaves_pod]),
-        cores_per_spine=network.max_pod_uplinks,
+        core_choices=core_choices,
+        fixed_core=fixed_core,
+        core_step=core_step,
+        core_switch=core_switch,
+        core_order=core_order,
+        core_block=core_block,
     )
+
+
+def _prepared_steps(
+    network: JobNetwork,
+    steps: Sequence[np.ndarray],
+    routing: Routing,
+    *,
+    qps: int,
+    routes: RoutePlan | None,
+    step_ids: Sequence[int] | None = None,
+) -> list[tuple[_Prepared, _StepView | None]]:
+    """Seed-independent routing of every step: (prepared routes, the step's view of them, or None = all of them).
+
+    ECMP routes the distinct connections of all steps together, once: a connection keeps one path in every
+    step it appears in, and its stream is that of the first step holding it (`step_ids`, default 0, 1, ...).
+    Slice and pinned routing are deterministic per flow and route each step on its own.
+    """
+    if routing != "ecmp":
+        return [
+            (_prepare(network, s, routing, qps=qps, assignment=_pinned_assignment(routes, s, routing)), None)
+            for s in steps
+        ]
+    ids = list(range(len(steps))) if step_ids is None else list(step_ids)
+    connections = _connections(steps, network.servers, ids)
+    union = _prepare(
+        network,
+        connections.pairs,
+        routing,
+        qps=qps,
+        assignment=None,
+        streams=(connections.step, connections.position),
+    )
+    whole = connections.pairs.shape[0]
+    return [
+        (union, None if members.size == whole and bool((members == np.arange(whole)).all()) else union.view(members))
+        for members in connections.members
+    ]
+
+
+def _routed_steps(
+    network: JobNetwork,
+    steps: Sequence[np.ndarray],
+    routing: Routing,
+    *,
+    qps: int,
+    seeds: np.ndarray,
+    routes: RoutePlan | None,
+) -> list[_Routed]:
+    """Routes of every step under every seed, in one pass (few seeds or small steps)."""
+    routed: dict[int, _Routed] = {}
+    out: list[_Routed] = []
+    for prepared, view in _prepared_steps(network, steps, routing, qps=qps, routes=routes):
+        whole = routed.setdefault(id(prepared), prepared.route(seeds))
+        out.append(whole if view is None else whole.take(view))
+    return out
 
 
 def _pinned_assignment(
@@ -344,18 +653,11 @@ def link_loads(
     """Load of every directed link (indexed as `JobNetwork` link ids) in flows: a sub-flow of Q weighs 1/Q."""
     _check_routing(routing, qps)
     pairs = _check_flows(network, flows)
-    routed = _route(
-        network,
-        pairs,
-        routing,
-        qps=qps,
-        seeds=np.array([seed]),
-        assignment=_pinned_assignment(routes, pairs, routing),
-    )
+    (routed,) = _routed_steps(network, [pairs], routing, qps=qps, seeds=np.array([seed]), routes=routes)
     loads = np.zeros(network.num_links)
     nic = _nic_loads(network, pairs)
     loads[: nic.size] = nic
-    loads += np.bincount(routed.seed_links(0), minlength=network.num_links) * routed.sub.weight
+    loads += np.bincount(routed.seed_links(0), minlength=network.num_links) * routed.weight
     return loads
 
 
@@ -374,7 +676,7 @@ def _max_switch_loads(network: JobNetwork, routed: _Routed, seeds: int) -> np.nd
     else:
         for seed in range(seeds):
             largest[seed] = np.bincount(routed.seed_links(seed) - first, minlength=width).max()
-    largest *= routed.sub.weight
+    largest *= routed.weight
     return largest
 
 
@@ -401,17 +703,10 @@ def max_link_loads(
     if not pairs.size:
         return np.zeros(seed_values.size)
     if routing != "ecmp":
-        one = _route(
-            network,
-            pairs,
-            routing,
-            qps=qps,
-            seeds=seed_values[:1],
-            assignment=_pinned_assignment(routes, pairs, routing),
-        )
+        (one,) = _routed_steps(network, [pairs], routing, qps=qps, seeds=seed_values[:1], routes=routes)
         value = max(float(_nic_loads(network, pairs).max()), float(_max_switch_loads(network, one, 1)[0]))
         return np.full(seed_values.size, value)
-    routed = _route(network, pairs, routing, qps=qps, seeds=seed_values, assignment=None)
+    (routed,) = _routed_steps(network, [pairs], routing, qps=qps, seeds=seed_values, routes=None)
     nic = float(_nic_loads(network, pairs).max())
     largest: np.ndarray = np.maximum(_max_switch_loads(network, routed, seed_values.size), nic)
     return largest
@@ -474,15 +769,8 @@ def flow_rates(
     """
     _check_routing(routing, qps)
     pairs = _check_flows(network, flows)
-    routed = _route(
-        network,
-        pairs,
-        routing,
-        qps=qps,
-        seeds=np.array([seed]),
-        assignment=_pinned_assignment(routes, pairs, routing),
-    )
-    sub = routed.sub
+    (routed,) = _routed_steps(network, [pairs], routing, qps=qps, seeds=np.array([seed]), routes=routes)
+    sub = _expand(network, pairs, qps if routing == "ecmp" else 1)
     width = routed.links.shape[2]
     paths = np.full((sub.pair.size, 2 + width), -1, dtype=np.int64)
     paths[:, 0] = network.nic_link(sub.src, sub.nic, up=True)
@@ -511,9 +799,9 @@ class OrderEvaluation:
     max_link_load_bound: int
     """λ*: the largest per-step lower bound on the max link load."""
     ring_busbw: float
-    """Simulated ring allreduce bus bandwidth, fraction of line rate (ecmp: mean over seeds)."""
+    """Simulated ring allreduce bus bandwidth, fraction of line rate (ecmp: mean over seeds; NaN if not simulated)."""
     hd_busbw: float
-    """Simulated halving-doubling allreduce bus bandwidth, fraction of line rate (ecmp: mean over seeds)."""
+    """Simulated halving-doubling allreduce bus bandwidth, fraction of line rate (ecmp: mean; NaN if not simulated)."""
     pattern: str = "ring"
     routing: str = "ecmp"
     qps: int = 1
@@ -532,6 +820,9 @@ class OrderEvaluation:
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON-ready dict of every metric and its bound."""
         out = asdict(self)
+        for key, value in out.items():
+            if isinstance(value, float) and math.isnan(value):
+                out[key] = None  # a bus bandwidth that was not simulated (JSON has no NaN)
         out["cross_edges"] = list(self.cross_edges)
         out["cross_edge_bounds"] = list(self.cross_edge_bounds)
         out["max_link_load_gap"] = self.max_link_load_gap
@@ -551,7 +842,7 @@ def cross_edges(network: JobNetwork, order: Sequence[int]) -> tuple[tuple[int, .
     return tuple(counts), tuple(bounds)
 
 
-def _check_order(network: JobNetwork, order: Sequence[int]) -> np.ndarray:
+def _check_order(network: JobNetwork, order: Sequence[int] | np.ndarray) -> np.ndarray:
     ranks = np.asarray(order, dtype=np.int64)
     if (
         ranks.ndim != 1
@@ -563,6 +854,8 @@ def _check_order(network: JobNetwork, order: Sequence[int]) -> np.ndarray:
 
 
 StepPattern = Literal["ring", "halving-doubling"]
+STEP_PATTERNS: tuple[StepPattern, ...] = ("ring", "halving-doubling")
+"""The collectives whose bus bandwidth `evaluate_order` simulates (by default both)."""
 
 
 def _pattern_steps(order: np.ndarray, pattern: StepPattern) -> tuple[list[np.ndarray], np.ndarray]:
@@ -570,6 +863,20 @@ def _pattern_steps(order: np.ndarray, pattern: StepPattern) -> tuple[list[np.nda
         ring = ring_flows(order)
         return ([ring] if ring.size else []), np.ones(1 if ring.size else 0)
     return halving_doubling_steps(order), halving_doubling_sizes(order.size)
+
+
+def _unique(steps: list[np.ndarray]) -> tuple[list[np.ndarray], np.ndarray]:
+    """Distinct steps (the reduce-scatter and allgather halves repeat) and the index of each step's copy."""
+    seen: dict[bytes, int] = {}
+    unique: list[np.ndarray] = []
+    index = np.zeros(len(steps), dtype=np.int64)
+    for i, pairs in enumerate(steps):
+        key = pairs.tobytes()
+        if key not in seen:
+            seen[key] = len(unique)
+            unique.append(pairs)
+        index[i] = seen[key]
+    return unique, index
 
 
 def _step_max_loads(
@@ -580,24 +887,23 @@ def _step_max_loads(
     qps: int,
     seeds: np.ndarray,
     routes: RoutePlan | None,
+    step_ids: Sequence[int],
 ) -> np.ndarray:
-    """(steps, seeds) largest link load of every step, NIC links included."""
+    """(steps, seeds) largest link load of every (distinct) step, NIC links included."""
     out = np.zeros((len(steps), seeds.size))
-    cache: dict[bytes, np.ndarray] = {}
-    for i, pairs in enumerate(steps):
-        key = pairs.tobytes()
-        if key not in cache:
-            routed = _route(
-                network,
-                pairs,
-                routing,
-                qps=qps,
-                seeds=seeds,
-                assignment=_pinned_assignment(routes, pairs, routing),
-            )
-            nic = float(_nic_loads(network, pairs).max()) if pairs.size else 0.0
-            cache[key] = np.maximum(_max_switch_loads(network, routed, seeds.size), nic)
-        out[i] = cache[key]
+    prepared = _prepared_steps(network, steps, routing, qps=qps, routes=routes, step_ids=step_ids)
+    nic = [float(_nic_loads(network, pairs).max()) if pairs.size else 0.0 for pairs in steps]
+    largest = max((p.cross.size for p, _ in prepared), default=0)
+    chunk = max(1, _ROUTE_CHUNK_CELLS // max(largest, 1))
+    for begin in range(0, seeds.size, chunk):
+        part = seeds[begin : begin + chunk]
+        routed: dict[int, _Routed] = {}
+        for i, (one, view) in enumerate(prepared):
+            whole = routed.get(id(one))
+            if whole is None:
+                whole = routed[id(one)] = one.route(part)
+            step = whole if view is None else whole.take(view)
+            out[i, begin : begin + part.size] = np.maximum(_max_switch_loads(network, step, part.size), nic[i])
     return out
 
 
@@ -606,13 +912,136 @@ def _sem(values: np.ndarray) -> float:
     return float(values.std(ddof=1) / np.sqrt(values.size)) if values.size > 1 else 0.0
 
 
-def _busbw(loads: np.ndarray, sizes: np.ndarray) -> tuple[float, float]:
-    """(mean, standard error) over seeds of ideal time / simulated time, step time = data x largest load."""
+def paired_difference(mine: np.ndarray, other: np.ndarray) -> tuple[float, float]:
+    """(mean, standard error) of the per-seed differences `mine - other` of two orders evaluated on one seed set.
+
+    With common random numbers the two orders' noise largely cancels, so this standard error is far below
+    the unpaired one (the hypot of the two means' standard errors).
+    """
+    diff = np.asarray(mine, dtype=float) - np.asarray(other, dtype=float)
+    if diff.size == 0:
+        raise InputError("seeds: compare per-seed values of at least one seed")
+    return float(diff.mean()), _sem(diff)
+
+
+def _busbw(loads: np.ndarray, sizes: np.ndarray) -> np.ndarray:
+    """Per-seed ideal time / simulated time, step time = data x largest load (1.0 when there is no step)."""
     if not loads.size:
-        return 1.0, 0.0
+        return np.ones(loads.shape[1] if loads.ndim == 2 else 1)
     times = (sizes[:, None] * np.maximum(loads, 1.0)).sum(axis=0)
-    per_seed = sizes.sum() / times
-    return float(np.mean(per_seed)), _sem(per_seed)
+    per_seed: np.ndarray = sizes.sum() / times
+    return per_seed
+
+
+@dataclass(frozen=True, eq=False)
+class SeedMetrics:
+    """Per-seed values behind an `OrderEvaluation`, to compare orders seed by seed (common random numbers).
+
+    Evaluated on the same seeds, two orders share ECMP draws wherever their switches carry the same flow
+    counts, so `paired_difference` of their arrays has a far smaller standard error than the two means.
+    """
+
+    seeds: np.ndarray
+    max_link_load: np.ndarray
+    """Largest link load over the pattern's steps under each seed."""
+    ring_busbw: np.ndarray | None
+    """Ring bus bandwidth under each seed (None when the ring was not simulated)."""
+    hd_busbw: np.ndarray | None
+    """Halving-doubling bus bandwidth under each seed (None when it was not simulated)."""
+    max_link_load_bound: int
+    """λ* (or the route plan's proven bound under pinned routing) over the pattern's steps."""
+
+    def busbw(self, pattern: StepPattern) -> np.ndarray:
+        """Per-seed bus bandwidth of one collective; raises InputError when it was not simulated."""
+        values = self.ring_busbw if pattern == "ring" else self.hd_busbw
+        if values is None:
+            raise InputError(f"patterns: {pattern!r} was not simulated; include it in evaluate's patterns")
+        return values
+
+
+def _step_patterns(pattern: Pattern, patterns: Collection[str] | None) -> tuple[StepPattern, ...]:
+    """The collectives to simulate: `patterns` (default both) plus those the pattern's max load needs."""
+    wanted = set(STEP_PATTERNS if patterns is None else patterns)
+    unknown = sorted(wanted - set(STEP_PATTERNS))
+    if unknown:
+        raise InputError(f"patterns: {unknown[0]!r} is not one of {', '.join(STEP_PATTERNS)}")
+    if pattern in ("ring", "mixed"):
+        wanted.add("ring")
+    if pattern in ("halving-doubling", "mixed"):
+        wanted.add("halving-doubling")
+    return tuple(p for p in STEP_PATTERNS if p in wanted)
+
+
+def order_seed_metrics(
+    network: JobNetwork,
+    order: Sequence[int] | np.ndarray,
+    *,
+    pattern: Pattern = "ring",
+    routing: Routing = "ecmp",
+    qps: int = 1,
+    seeds: int | Sequence[int] | np.ndarray = 20,
+    routes: RoutePlan | None = None,
+    patterns: Collection[StepPattern] | None = None,
+) -> SeedMetrics:
+    """Per-seed max link load and bus bandwidths of a rank order (`evaluate_order` reports their means).
+
+    `seeds`: a count (seeds 0 .. k-1, as `evaluate_order`) or the seed values. `patterns`: the collectives
+    simulated for their bus bandwidth (default both); the pattern's own steps are always simulated. Under
+    deterministic routing every seed repeats one value. Steps keep fixed ECMP stream ids (ring 0, the
+    distinct halving-doubling steps 1, 2, ...) so that every order is evaluated on the same streams.
+    """
+    _check_routing(routing, qps)
+    if pattern not in get_args(Pattern):
+        raise InputError(f"pattern: {pattern!r} is not one of {', '.join(get_args(Pattern))}")
+    if isinstance(seeds, int | np.integer):
+        if seeds < 1:
+            raise InputError(f"seeds: {seeds}; average ecmp over at least 1 seed (20 is the default)")
+        seed_values = np.arange(int(seeds))
+    else:
+        seed_values = np.asarray(seeds, dtype=np.int64).ravel()
+        if not seed_values.size:
+            raise InputError("seeds: give at least one ecmp seed")
+    simulated = _step_patterns(pattern, patterns)
+    ranks = _check_order(network, order)
+    runs = seed_values if routing == "ecmp" else seed_values[:1]
+    ring_steps, ring_sizes = _pattern_steps(ranks, "ring") if "ring" in simulated else ([], np.zeros(0))
+    hd_all, hd_sizes = (
+        _pattern_steps(ranks, "halving-doubling") if "halving-doubling" in simulated else ([], np.zeros(0))
+    )
+    hd_steps, hd_index = _unique(hd_all)
+    if routing == "pinned":
+        routes = _complete_routes(network, [*ring_steps, *hd_steps], routes)
+    step_ids = [0] * len(ring_steps) + [1 + k for k in range(len(hd_steps))]
+    loads = _step_max_loads(
+        network, [*ring_steps, *hd_steps], routing, qps=qps, seeds=runs, routes=routes, step_ids=step_ids
+    )
+    ring_loads = loads[: len(ring_steps)]
+    hd_loads = loads[len(ring_steps) :][hd_index] if hd_all else np.zeros((0, runs.size))
+    chosen: list[np.ndarray] = []
+    bound_steps: list[np.ndarray] = []
+    if pattern in ("ring", "mixed"):
+        chosen.append(ring_loads)
+        bound_steps += ring_steps
+    if pattern in ("halving-doubling", "mixed"):
+        chosen.append(hd_loads)
+        bound_steps += hd_steps
+    stacked = np.concatenate(chosen, axis=0)
+    per_seed_max = stacked.max(axis=0) if stacked.size else np.zeros(runs.size)
+    bound = max((_step_bound(network, s, routes if routing == "pinned" else None) for s in bound_steps), default=1)
+    repeat = seed_values.size // runs.size
+    return SeedMetrics(
+        seeds=seed_values,
+        max_link_load=np.repeat(per_seed_max, repeat),
+        ring_busbw=np.repeat(_busbw(ring_loads, ring_sizes), repeat) if "ring" in simulated else None,
+        hd_busbw=np.repeat(_busbw(hd_loads, hd_sizes), repeat) if "halving-doubling" in simulated else None,
+        max_link_load_bound=bound,
+    )
+
+
+def _mean_and_sem(values: np.ndarray | None) -> tuple[float, float]:
+    if values is None:
+        return math.nan, math.nan
+    return float(values.mean()), _sem(values)
 
 
 def evaluate_order(
@@ -624,51 +1053,44 @@ def evaluate_order(
     qps: int = 1,
     seeds: int = 20,
     routes: RoutePlan | None = None,
+    patterns: Collection[StepPattern] | None = None,
 ) -> OrderEvaluation:
     """Metrics of a rank order (`order[r]` = server of node rank r) under a pattern and routing model.
 
-    `max_link_load` and its bound cover the pattern's steps ("mixed": ring and halving-doubling); both bus
-    bandwidths are always reported. Routing "pinned" uses `routes` where it covers a step and pins the rest.
+    `max_link_load` and its bound cover the pattern's steps ("mixed": ring and halving-doubling). Both bus
+    bandwidths are reported by default; `patterns` limits the simulated collectives (the pattern's own are
+    always simulated) and a bus bandwidth left out is NaN (None in `to_dict`). Routing "pinned" uses `routes`
+    where it covers a step and pins the rest. ECMP averages seeds 0 .. seeds-1; deterministic routings
+    evaluate once.
     """
-    _check_routing(routing, qps)
-    if pattern not in get_args(Pattern):
-        raise InputError(f"pattern: {pattern!r} is not one of {', '.join(get_args(Pattern))}")
+    if isinstance(seeds, bool) or not isinstance(seeds, int | np.integer):
+        raise InputError(f"seeds: {seeds!r}; pass a number of ecmp seeds (20 is the default)")
     if seeds < 1:
         raise InputError(f"seeds: {seeds}; average ecmp over at least 1 seed (20 is the default)")
-    ranks = _check_order(network, order)
-    seed_values = np.arange(seeds if routing == "ecmp" else 1)
-    ring_steps, ring_sizes = _pattern_steps(ranks, "ring")
-    hd_steps, hd_sizes = _pattern_steps(ranks, "halving-doubling")
-    if routing == "pinned":
-        routes = _complete_routes(network, [*ring_steps, *hd_steps], routes)
-    ring_loads = _step_max_loads(network, ring_steps, routing, qps=qps, seeds=seed_values, routes=routes)
-    hd_loads = _step_max_loads(network, hd_steps, routing, qps=qps, seeds=seed_values, routes=routes)
-    chosen: list[np.ndarray] = []
-    if pattern in ("ring", "mixed"):
-        chosen.append(ring_loads)
-    if pattern in ("halving-doubling", "mixed"):
-        chosen.append(hd_loads)
-    stacked = np.concatenate(chosen, axis=0)
-    per_seed_max = stacked.max(axis=0) if stacked.size else np.zeros(1)
-    max_load = float(per_seed_max.mean())
-    bound_steps = (ring_steps if pattern in ("ring", "mixed") else []) + (
-        hd_steps if pattern in ("halving-doubling", "mixed") else []
+    metrics = order_seed_metrics(
+        network,
+        order,
+        pattern=pattern,
+        routing=routing,
+        qps=qps,
+        seeds=seeds if routing == "ecmp" else 1,
+        routes=routes,
+        patterns=patterns,
     )
-    bound = max((_step_bound(network, s, routes if routing == "pinned" else None) for s in bound_steps), default=1)
-    counts, bounds = cross_edges(network, ranks.tolist())
-    ring_busbw, ring_sem = _busbw(ring_loads, ring_sizes)
-    hd_busbw, hd_sem = _busbw(hd_loads, hd_sizes)
+    counts, bounds = cross_edges(network, _check_order(network, order).tolist())
+    ring_busbw, ring_sem = _mean_and_sem(metrics.ring_busbw)
+    hd_busbw, hd_sem = _mean_and_sem(metrics.hd_busbw)
     return OrderEvaluation(
         cross_edges=counts,
         cross_edge_bounds=bounds,
-        max_link_load=max_load,
-        max_link_load_bound=bound,
+        max_link_load=float(metrics.max_link_load.mean()),
+        max_link_load_bound=metrics.max_link_load_bound,
         ring_busbw=ring_busbw,
         hd_busbw=hd_busbw,
         pattern=pattern,
         routing=routing,
         qps=qps,
-        max_link_load_sem=_sem(per_seed_max),
+        max_link_load_sem=_sem(metrics.max_link_load),
         ring_busbw_sem=ring_sem,
         hd_busbw_sem=hd_sem,
     )
