@@ -35,12 +35,17 @@ from planner._ring import (
     server_layout,
 )
 from planner._simulate import (
+    STEP_PATTERNS,
     OrderEvaluation,
+    SeedMetrics,
+    StepPattern,
     evaluate_order,
     halving_doubling_sizes,
     halving_doubling_steps,
     lambda_star,
     link_loads,
+    order_seed_metrics,
+    paired_difference,
     ring_flows,
 )
 
@@ -64,6 +69,16 @@ REPORT_SEEDS = 64
 """Most ECMP seeds per report evaluation (small jobs): their means are then close to the expectation."""
 ECMP_LOAD_SLACK = 0.02
 """Expected ECMP loads within 2 % of a baseline's count as equal when the planner checks it is no worse."""
+TIEBREAK_TOLERANCE = 0.05
+"""Halving-doubling and mixed under ECMP: candidates whose estimated time or load is within 5 % of the best
+are near-ties of the seed-free estimate (it can mis-rank structurally different orders by a few %); they are
+decided by a paired simulation."""
+TIEBREAK_CANDIDATES = 3
+"""Most near-ties simulated (the estimate's best first), plus the nslb order when it is a candidate."""
+TIEBREAK_FIRST_SEED = 1 << 40
+"""The tie-break's ECMP seeds start here: disjoint from the report's and the benchmark's seeds (0, 1, ...)."""
+TIEBREAK_SUBFLOW_SEEDS = 100_000
+"""Tie-break budget per candidate: seeds x servers x NICs x queue pairs (x 3 in 3 tiers; 4 to 16 seeds)."""
 EPS = 1e-9
 
 TIER_NAMES = ("leaf", "pod")
@@ -137,8 +152,11 @@ def summarise(evaluation: OrderEvaluation) -> list[str]:
         for t, (count, bound) in enumerate(zip(evaluation.cross_edges, evaluation.cross_edge_bounds, strict=True))
     ]
     lines.append(f"max link load {evaluation.max_link_load:g} (bound {evaluation.max_link_load_bound})")
-    lines.append(f"ring bus bandwidth {evaluation.ring_busbw:.3f} of line rate (bound 1)")
-    lines.append(f"halving-doubling bus bandwidth {evaluation.hd_busbw:.3f} of line rate (bound 1)")
+    # a bus bandwidth that was not simulated (NaN: the pod-index order's other collective) is left out
+    if not math.isnan(evaluation.ring_busbw):
+        lines.append(f"ring bus bandwidth {evaluation.ring_busbw:.3f} of line rate (bound 1)")
+    if not math.isnan(evaluation.hd_busbw):
+        lines.append(f"halving-doubling bus bandwidth {evaluation.hd_busbw:.3f} of line rate (bound 1)")
     return lines
 
 
@@ -389,11 +407,11 @@ class _Search:
     deadline: float
     load_slack: float = 0.0
     """Relative load difference treated as a tie when comparing with baselines (ECMP loads are estimates)."""
-    scored: list[tuple[np.ndarray, Score, bool]] = field(default_factory=list)
+    scored: list[tuple[np.ndarray, Score, str | None]] = field(default_factory=list)
     timed_out: bool = False
 
-    def offer(self, order: np.ndarray, *, always: bool = False, baseline: bool = False) -> Score | None:
-        """Score `order` unless past the deadline (and not `always`); `baseline` marks a baseline's order."""
+    def offer(self, order: np.ndarray, *, always: bool = False, baseline: str | None = None) -> Score | None:
+        """Score `order` unless past the deadline (and not `always`); `baseline` names a baseline's order."""
         if not always and time.perf_counter() >= self.deadline:
             self.timed_out = True
             return None
@@ -410,7 +428,7 @@ class _Search:
         """
         assert self.scored
         pool = self.scored
-        baselines = [value for _, value, is_baseline in self.scored if is_baseline]
+        baselines = [value for _, value, name in self.scored if name is not None]
         if baselines:
             least_time = min(v.time for v in baselines) + EPS
             least_load = min(v.load for v in baselines) * (1.0 + self.load_slack) + EPS
@@ -429,16 +447,101 @@ class _Search:
 
 def _qualifying_baselines(
     placement: Placement, topology: Topology, layout: ServerLayout, pattern: Pattern
-) -> list[np.ndarray]:
+) -> list[tuple[str, np.ndarray]]:
     """Baseline orders meeting the pattern's structural bounds (ring and mixed: every ring cross-edge bound)."""
-    found: list[np.ndarray] = []
+    found: list[tuple[str, np.ndarray]] = []
     for name in PORTFOLIO_BASELINES:
         order = np.asarray(baseline_order(name, placement, topology), dtype=np.int64)
         if pattern != "halving-doubling" and not _meets_ring_bounds(layout, order):
             continue
-        if not any(np.array_equal(order, other) for other in found):
-            found.append(order)
+        if not any(np.array_equal(order, other) for _, other in found):
+            found.append((name, order))
     return found
+
+
+def _speed(metrics: SeedMetrics, pattern: Pattern, servers: int) -> np.ndarray:
+    """Per-seed ideal time / simulated time of the pattern's collectives (halving-doubling: its bus bandwidth)."""
+    if pattern == "ring":
+        return metrics.busbw("ring")
+    hd = metrics.busbw("halving-doubling")
+    if pattern == "halving-doubling":
+        return hd
+    hd_data = float(halving_doubling_sizes(servers).sum())
+    ring = metrics.busbw("ring")
+    speed: np.ndarray = (1.0 + hd_data) / (1.0 / ring + hd_data / hd)
+    return speed
+
+
+def _tie_break_seeds(network: JobNetwork, qps: int) -> np.ndarray:
+    # 3 tiers draw a second (core) choice per seed, ranked per spine: about three times the work
+    subflows = max(network.servers * network.nics * qps * (3 if network.listed_tiers == 2 else 1), 1)
+    count = int(min(16, max(4, TIEBREAK_SUBFLOW_SEEDS // subflows)))
+    return np.arange(TIEBREAK_FIRST_SEED, TIEBREAK_FIRST_SEED + count)
+
+
+def _simulated_choice(search: _Search, network: JobNetwork, checked: _Checked) -> np.ndarray:
+    """The estimate's near-ties (and nslb) decided by a paired ECMP simulation on the tie-break seeds.
+
+    Every contender is simulated on the same seeds (common random numbers), so their differences are precise.
+    Rule, as `_Search.order` but on simulated means: the fastest contender that is no slower than every
+    baseline contender and has no higher max load than any; when none has both, the lowest load among those no
+    slower than every baseline. An own construction replaces the baseline that rule would pick from the
+    baselines alone only when it is ahead by more than one paired standard error in speed or load, so noise
+    never trades a baseline for an order that is not better.
+    """
+    estimate_pick = search.order
+    unique: list[tuple[np.ndarray, Score, str | None]] = []
+    for order, value, name in search.scored:
+        if not any(np.array_equal(order, other[0]) for other in unique):
+            unique.append((order, value, name))
+        elif name is not None:
+            index = next(k for k, other in enumerate(unique) if np.array_equal(order, other[0]))
+            unique[index] = (order, unique[index][1], unique[index][2] or name)
+    best_time = min(v.time for _, v, _ in unique)
+    best_load = min(v.load for _, v, _ in unique)
+    near = [
+        c
+        for c in unique
+        if c[1].time <= best_time * (1.0 + TIEBREAK_TOLERANCE) + EPS
+        or c[1].load <= best_load * (1.0 + TIEBREAK_TOLERANCE) + EPS
+    ]
+    near.sort(key=lambda c: (c[1].time, c[1].load))
+    contenders = near[:TIEBREAK_CANDIDATES]
+    for extra in [c for c in unique if c[2] == "nslb" or np.array_equal(c[0], estimate_pick)]:
+        if not any(extra is c for c in contenders):
+            contenders.append(extra)
+    if len(contenders) < 2:
+        return estimate_pick
+    seeds = _tie_break_seeds(network, checked.qps)
+    own: list[StepPattern] = ["halving-doubling"] if checked.pattern == "halving-doubling" else list(STEP_PATTERNS)
+    loads: list[np.ndarray] = []
+    speeds: list[np.ndarray] = []
+    for order, _, _ in contenders:
+        metrics = order_seed_metrics(
+            network, order, pattern=checked.pattern, routing="ecmp", qps=checked.qps, seeds=seeds, patterns=own
+        )
+        loads.append(metrics.max_link_load)
+        speeds.append(_speed(metrics, checked.pattern, network.servers))
+    names = [c[2] for c in contenders]
+
+    def pick(indices: list[int]) -> int:
+        base = [k for k in indices if names[k] is not None] or indices
+        fastest = max(float(speeds[k].mean()) for k in base) - EPS
+        lowest = min(float(loads[k].mean()) for k in base) + EPS
+        both = [k for k in indices if speeds[k].mean() >= fastest and loads[k].mean() <= lowest]
+        if both:
+            return max(both, key=lambda k: (float(speeds[k].mean()), -float(loads[k].mean())))
+        return min((k for k in indices if speeds[k].mean() >= fastest), key=lambda k: float(loads[k].mean()))
+
+    chosen = pick(list(range(len(contenders))))
+    baseline_indices = [k for k in range(len(contenders)) if names[k] is not None]
+    if names[chosen] is None and baseline_indices:
+        fallback = pick(baseline_indices)
+        speed_gain, speed_se = paired_difference(speeds[chosen], speeds[fallback])
+        load_gain, load_se = paired_difference(loads[fallback], loads[chosen])
+        if speed_gain <= speed_se + EPS and load_gain <= load_se + EPS:
+            chosen = fallback
+    return contenders[chosen][0]
 
 
 def _ring_candidates(layout: ServerLayout, rng: np.random.Generator) -> Iterator[np.ndarray]:
@@ -531,6 +634,8 @@ def plan_ranks(
     else:
         _search_orders(search, placement=placement, topology=topology, layout=layout, network=network, checked=checked)
     order = search.order
+    if checked.routing == "ecmp" and checked.pattern != "ring" and len(checked.fixed) <= 1:
+        order = _simulated_choice(search, network, checked)
     routes = None
     if checked.routing == "pinned":
         from planner._routes import pin_routes
@@ -547,8 +652,16 @@ def plan_ranks(
         routes=routes,
     )
     before_order = baseline_order("pod-index", placement, topology)
+    # The pod-index order only needs the pattern's own collectives (pinning the other one is what costs);
+    # the plan's evaluation above reports both bus bandwidths.
     before = evaluate_order(
-        network, before_order, pattern=checked.pattern, routing=checked.routing, qps=checked.qps, seeds=seeds
+        network,
+        before_order,
+        pattern=checked.pattern,
+        routing=checked.routing,
+        qps=checked.qps,
+        seeds=seeds,
+        patterns=(),
     )
     # fixed ranks are the only way a ring bound can be missed: every other candidate meets them
     misses_bound = checked.pattern != "halving-doubling" and not _meets_ring_bounds(layout, order)
@@ -595,8 +708,8 @@ def _search_orders(
     else:
         for candidate in itertools.islice(ring_iter, 2):
             search.offer(candidate, always=True)
-    for candidate in _qualifying_baselines(placement, topology, layout, pattern):
-        search.offer(candidate, always=True, baseline=True)
+    for name, candidate in _qualifying_baselines(placement, topology, layout, pattern):
+        search.offer(candidate, always=True, baseline=name)
     if pattern != "halving-doubling":
         for candidate in ring_iter:
             if search.offer(candidate) is None:
