@@ -74,11 +74,14 @@ TIEBREAK_TOLERANCE = 0.05
 are near-ties of the seed-free estimate (it can mis-rank structurally different orders by a few %); they are
 decided by a paired simulation."""
 TIEBREAK_CANDIDATES = 3
-"""Most near-ties simulated (the estimate's best first), plus the nslb order when it is a candidate."""
+"""Most own near-ties simulated (the estimate's best first); every baseline candidate is simulated too."""
 TIEBREAK_FIRST_SEED = 1 << 40
 """The tie-break's ECMP seeds start here: disjoint from the report's and the benchmark's seeds (0, 1, ...)."""
-TIEBREAK_SUBFLOW_SEEDS = 100_000
-"""Tie-break budget per candidate: seeds x servers x NICs x queue pairs (x 3 in 3 tiers; 4 to 16 seeds)."""
+TIEBREAK_SUBFLOW_SEEDS = 2_000_000
+"""Tie-break budget: seeds x candidates x servers x NICs x queue pairs (x 3 in 3 tiers); 4 seeds at least."""
+TIEBREAK_MAX_SEEDS = 128
+"""Small jobs get many seeds: a max link load over all steps is a coarse statistic, and a 5 % load difference
+must not be hidden by noise."""
 EPS = 1e-9
 
 TIER_NAMES = ("leaf", "pod")
@@ -472,53 +475,56 @@ def _speed(metrics: SeedMetrics, pattern: Pattern, servers: int) -> np.ndarray:
     return speed
 
 
-def _tie_break_seeds(network: JobNetwork, qps: int) -> np.ndarray:
+def _tie_break_seeds(network: JobNetwork, qps: int, candidates: int) -> np.ndarray:
     # 3 tiers draw a second (core) choice per seed, ranked per spine: about three times the work
-    subflows = max(network.servers * network.nics * qps * (3 if network.listed_tiers == 2 else 1), 1)
-    count = int(min(16, max(4, TIEBREAK_SUBFLOW_SEEDS // subflows)))
+    work = network.servers * network.nics * qps * (3 if network.listed_tiers == 2 else 1) * max(candidates, 1)
+    count = int(min(TIEBREAK_MAX_SEEDS, max(4, TIEBREAK_SUBFLOW_SEEDS // max(work, 1))))
     return np.arange(TIEBREAK_FIRST_SEED, TIEBREAK_FIRST_SEED + count)
 
 
 def _simulated_choice(search: _Search, network: JobNetwork, checked: _Checked) -> np.ndarray:
-    """The estimate's near-ties (and nslb) decided by a paired ECMP simulation on the tie-break seeds.
+    """Every baseline candidate and the estimate's near-ties, decided by a paired ECMP simulation.
 
-    Every contender is simulated on the same seeds (common random numbers), so their differences are precise.
-    Rule, as `_Search.order` but on simulated means: the fastest contender that is no slower than every
-    baseline contender and has no higher max load than any; when none has both, the lowest load among those no
-    slower than every baseline. An own construction replaces the baseline that rule would pick from the
+    All contenders are simulated on the same tie-break seeds (common random numbers), so their differences are
+    precise. Rule: the fastest contender that is no slower than every baseline and has no higher max load than
+    nslb (the vendor order; the lowest baseline load without it); when none has both, the lowest load among
+    those no slower than every baseline. An own construction replaces the baseline that rule picks from the
     baselines alone only when it is ahead by more than one paired standard error in speed or load, so noise
     never trades a baseline for an order that is not better.
     """
     estimate_pick = search.order
     unique: list[tuple[np.ndarray, Score, str | None]] = []
     for order, value, name in search.scored:
-        if not any(np.array_equal(order, other[0]) for other in unique):
+        index = next((k for k, other in enumerate(unique) if np.array_equal(order, other[0])), None)
+        if index is None:
             unique.append((order, value, name))
-        elif name is not None:
-            index = next(k for k, other in enumerate(unique) if np.array_equal(order, other[0]))
-            unique[index] = (order, unique[index][1], unique[index][2] or name)
+        elif name is not None and unique[index][2] is None:
+            unique[index] = (order, unique[index][1], name)
     best_time = min(v.time for _, v, _ in unique)
     best_load = min(v.load for _, v, _ in unique)
-    near = [
+    own = [
         c
         for c in unique
-        if c[1].time <= best_time * (1.0 + TIEBREAK_TOLERANCE) + EPS
-        or c[1].load <= best_load * (1.0 + TIEBREAK_TOLERANCE) + EPS
+        if c[2] is None
+        and (
+            c[1].time <= best_time * (1.0 + TIEBREAK_TOLERANCE) + EPS
+            or c[1].load <= best_load * (1.0 + TIEBREAK_TOLERANCE) + EPS
+            or np.array_equal(c[0], estimate_pick)
+        )
     ]
-    near.sort(key=lambda c: (c[1].time, c[1].load))
-    contenders = near[:TIEBREAK_CANDIDATES]
-    for extra in [c for c in unique if c[2] == "nslb" or np.array_equal(c[0], estimate_pick)]:
-        if not any(extra is c for c in contenders):
-            contenders.append(extra)
+    own.sort(key=lambda c: (c[1].time, c[1].load))
+    contenders = own[:TIEBREAK_CANDIDATES] + [c for c in unique if c[2] is not None]
     if len(contenders) < 2:
         return estimate_pick
-    seeds = _tie_break_seeds(network, checked.qps)
-    own: list[StepPattern] = ["halving-doubling"] if checked.pattern == "halving-doubling" else list(STEP_PATTERNS)
+    seeds = _tie_break_seeds(network, checked.qps, len(contenders))
+    collectives: list[StepPattern] = (
+        ["halving-doubling"] if checked.pattern == "halving-doubling" else list(STEP_PATTERNS)
+    )
     loads: list[np.ndarray] = []
     speeds: list[np.ndarray] = []
     for order, _, _ in contenders:
         metrics = order_seed_metrics(
-            network, order, pattern=checked.pattern, routing="ecmp", qps=checked.qps, seeds=seeds, patterns=own
+            network, order, pattern=checked.pattern, routing="ecmp", qps=checked.qps, seeds=seeds, patterns=collectives
         )
         loads.append(metrics.max_link_load)
         speeds.append(_speed(metrics, checked.pattern, network.servers))
@@ -526,8 +532,9 @@ def _simulated_choice(search: _Search, network: JobNetwork, checked: _Checked) -
 
     def pick(indices: list[int]) -> int:
         base = [k for k in indices if names[k] is not None] or indices
+        vendor = [k for k in base if names[k] == "nslb"] or base
         fastest = max(float(speeds[k].mean()) for k in base) - EPS
-        lowest = min(float(loads[k].mean()) for k in base) + EPS
+        lowest = min(float(loads[k].mean()) for k in vendor) + EPS
         both = [k for k in indices if speeds[k].mean() >= fastest and loads[k].mean() <= lowest]
         if both:
             return max(both, key=lambda k: (float(speeds[k].mean()), -float(loads[k].mean())))
