@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from planner._model import Pattern
 from planner._network import JobNetwork
 from planner._simulate import (
     evaluate_order,
@@ -65,7 +66,11 @@ def test_single_order_statistics_match_independent_uniform_draws_on_ring_and_hal
     ):
         net = network(topology)
         order = rng.permutation(net.servers)
-        for pattern, steps in (("ring", [ring_flows(order)]), ("halving-doubling", halving_doubling_steps(order))):
+        cases: list[tuple[Pattern, list[np.ndarray]]] = [
+            ("ring", [ring_flows(order)]),
+            ("halving-doubling", halving_doubling_steps(order)),
+        ]
+        for pattern, steps in cases:
             mine = order_seed_metrics(net, order, pattern=pattern, qps=qps, seeds=400).max_link_load
             reference = _reference_max_loads(net, steps, qps, 400)
             assert _agrees(mine, reference), (pattern, qps, mine.mean(), reference.mean())
