@@ -13,6 +13,7 @@ import contextlib
 import hashlib
 import json
 import logging
+import math
 import random
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -423,10 +424,15 @@ def _completed_message(
     cross_before = before.cross_edges[0] if before.cross_edges else 0
     cross_after = after.cross_edges[0] if after.cross_edges else 0
     bound = after.cross_edge_bounds[0] if after.cross_edge_bounds else 0
+    gains = [
+        f"predicted {label} bus bandwidth {getattr(before, field):.2f} -> {getattr(after, field):.2f} of line rate"
+        for label, field in (("ring", "ring_busbw"), ("halving-doubling", "hd_busbw"))
+        # The "before" order is only simulated for the collectives the plan was made for.
+        if math.isfinite(getattr(before, field)) and math.isfinite(getattr(after, field))
+    ]
     return (
-        f"{head}; cross-leaf ring edges {cross_before} -> {cross_after} (bound {bound}); "
-        f"predicted ring bus bandwidth {before.ring_busbw:.2f} -> {after.ring_busbw:.2f} of line rate "
-        f"({result.routing}); planning {planning_ms:.0f} ms"
+        "; ".join([f"{head}; cross-leaf ring edges {cross_before} -> {cross_after} (bound {bound})", *gains])
+        + f" ({result.routing}); planning {planning_ms:.0f} ms"
     )
 
 
