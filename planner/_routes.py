@@ -408,6 +408,8 @@ def pin_routes(
         cores_out[i][flows.pair[mine], flows.nic[mine]] = core[mine]
     loads = _step_max_loads(network, steps, flows, spine, core)
     bounds = [lambda_star(network, s) for s in steps]
+    if network.listed_tiers == 2:
+        _recolour_missed_steps(network, steps, bounds=bounds, loads=loads, spines_out=spines_out, cores_out=cores_out)
     deadline = time.perf_counter() + exact_time_limit
     for i, pairs in enumerate(steps):
         remaining = deadline - time.perf_counter()
@@ -433,6 +435,45 @@ def pin_routes(
         step_bounds=tuple(bounds[k] for k in distinct_of),
         step_loads=tuple(loads[k] for k in distinct_of),
     )
+
+
+RECOLOUR_ATTEMPTS = 32
+"""Most colourings with other tie-breaks tried for a 3-tier step whose pod repair left it above λ*."""
+RECOLOUR_FLOW_BUDGET = 65_536
+"""Cross-leaf flows coloured again per missed step at most (attempts x flows), so large steps stay cheap."""
+
+
+def _recolour_missed_steps(
+    network: JobNetwork,
+    steps: Sequence[np.ndarray],
+    *,
+    bounds: Sequence[int],
+    loads: list[int],
+    spines_out: list[np.ndarray],
+    cores_out: list[np.ndarray],
+) -> None:
+    """Colour again, with seeded tie-breaks, each small 3-tier step the first colouring left above λ*.
+
+    With oversubscribed spines the Euler split balances a pod's cross-pod flows only as far as its leaves'
+    parities allow, and single Kempe swaps cannot always remove what is left (every two-spine chain can carry
+    two flows of one pod); another pairing order usually avoids the imbalance altogether. Deterministic.
+    """
+    for i, pairs in enumerate(steps):
+        if loads[i] <= bounds[i]:
+            continue
+        step_flows = _cross_flows(network, [pairs])
+        attempts = min(RECOLOUR_ATTEMPTS, RECOLOUR_FLOW_BUDGET // max(step_flows.step.size, 1))
+        nic_load = _nic_max_load(pairs)
+        rng = np.random.default_rng(i)
+        for _ in range(attempts):
+            spine, core = _assign(network, step_flows, rng.permutation(step_flows.step.size))
+            load = _step_max_loads(network, [pairs], step_flows, spine, core)[0]
+            if max(load, nic_load) < loads[i]:
+                spines_out[i][step_flows.pair, step_flows.nic] = spine
+                cores_out[i][step_flows.pair, step_flows.nic] = core
+                loads[i] = max(load, nic_load)
+            if loads[i] <= bounds[i]:
+                break
 
 
 def _nic_max_load(pairs: np.ndarray) -> int:
@@ -581,12 +622,20 @@ def _repair(colour: np.ndarray, limit: np.ndarray, out_v: np.ndarray, in_v: np.n
         in_load[in_i[e], best] += 1
 
 
-def _assign(network: JobNetwork, flows: _CrossFlows) -> tuple[np.ndarray, np.ndarray]:
-    """(spine, core) of every cross-leaf flow: spines by a pod-aware colouring, then cores per spine plane."""
+def _assign(
+    network: JobNetwork, flows: _CrossFlows, tie_break: np.ndarray | None = None
+) -> tuple[np.ndarray, np.ndarray]:
+    """(spine, core) of every cross-leaf flow: spines by a pod-aware colouring, then cores per spine plane.
+
+    `tie_break` (a permutation of the flows) reorders flows of the same kind at each switch, which changes the
+    Euler-split pairings; None keeps flow order.
+    """
     planes, pods = network.planes, len(network.pod_names)
     cross_pod = flows.cross_pod
     # Intra-pod flows pair first, so a leaf's odd cross-pod flow is left over and balanced at pod level.
     key = cross_pod.astype(np.int64)
+    if tie_break is not None:
+        key = key * max(key.size, 1) + tie_break
     pod_key = (flows.step * planes + flows.plane) * pods
     out_group = np.where(cross_pod, pod_key + flows.pod_a, -1)
     in_group = np.where(cross_pod, pod_key + flows.pod_b, -1)
