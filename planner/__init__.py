@@ -57,6 +57,7 @@ from planner._plot import plot_link_loads
 from planner._routes import RoutePlan, RoutesFile, edge_colouring, pin_routes
 from planner._simulate import (
     OrderEvaluation,
+    SeedMetrics,
     ecmp_max_loads,
     evaluate_order,
     flow_rates,
@@ -66,6 +67,8 @@ from planner._simulate import (
     link_loads,
     max_link_loads,
     max_min_rates,
+    order_seed_metrics,
+    paired_difference,
     ring_flows,
 )
 
@@ -104,6 +107,7 @@ __all__ = [
     "OrderEvaluation",
     "RoutePlan",
     "RoutesFile",
+    "SeedMetrics",
     "ecmp_max_loads",
     "edge_colouring",
     "evaluate_order",
@@ -115,6 +119,8 @@ __all__ = [
     "link_loads",
     "max_link_loads",
     "max_min_rates",
+    "order_seed_metrics",
+    "paired_difference",
     "pin_routes",
     "plot_link_loads",
     "ring_flows",
