@@ -582,10 +582,14 @@ def _slice_classes(network: JobNetwork) -> np.ndarray:
 
 
 def _report_seeds(network: JobNetwork, routing: Routing, qps: int) -> int:
-    """ECMP seeds of each report evaluation: up to REPORT_SEEDS, fewer for big jobs (REPORT_SUBFLOW_SEEDS), >= 2."""
+    """ECMP seeds of each report evaluation: up to REPORT_SEEDS, fewer for big jobs (REPORT_SUBFLOW_SEEDS), >= 2.
+
+    3 tiers count three times the sub-flows, as in the tie-break budget: each seed also draws a core per
+    cross-pod sub-flow, ranked per spine.
+    """
     if routing != "ecmp":
         return 1
-    subflows = network.servers * network.nics * qps
+    subflows = network.servers * network.nics * qps * (3 if network.listed_tiers == 2 else 1)
     return int(min(REPORT_SEEDS, max(2, REPORT_SUBFLOW_SEEDS // max(subflows, 1))))
 
 
