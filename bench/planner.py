@@ -462,6 +462,8 @@ def summarise(rows: Sequence[dict[str, Any]], timings: Sequence[dict[str, Any]])
         "ecmp/slice: ringroute max link load <= nslb's in every case (2 SE)": vs_vendor.summary()["share"] == 1.0,
         "ecmp/slice: ringroute busbw >= every baseline's in every case (2 SE)": vs_all.summary()["share"] == 1.0,
         "planning time <= 0.5 s at 1,024 servers": timing_ok["1024"],
+        "planning time <= 0.5 s at 1,024 servers for every pattern, routing and Q": bool(plan_1024)
+        and max(plan_1024) <= limits[1024],
         "planning time <= 5 s at 8,192 servers": timing_ok["8192"],
         "peak RSS <= 500 MB": bool(timings) and rss <= 500.0,
     }

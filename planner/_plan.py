@@ -82,6 +82,9 @@ TIEBREAK_SUBFLOW_SEEDS = 2_000_000
 TIEBREAK_MAX_SEEDS = 128
 """Small jobs get many seeds: a max link load over all steps is a coarse statistic, and a 5 % load difference
 must not be hidden by noise."""
+TIEBREAK_MAX_SERVERS = 512
+"""Larger jobs skip the simulated tie-break: their many switches make the estimate's maximum sharp, and the
+simulation would cost most of the 0.5 s planning budget at 1,024 servers."""
 EPS = 1e-9
 
 TIER_NAMES = ("leaf", "pod")
@@ -361,7 +364,14 @@ class _EcmpEstimate:
     def __call__(self, steps: list[np.ndarray], sizes: np.ndarray) -> Score:
         unique, index = _unique_steps(steps)
         q = self.qps
-        top = max(max(int(step.shape[0]) for step in unique) * self.per_pair * q, q) + 1
+        # No link of a group carries more sub-flows than the group holds, and a domain sends at most one flow
+        # per server and step: beyond the largest domain the CDF is exactly 1, so the sums stop there.
+        net = self.network
+        largest = int(np.bincount(net.server_leaf).max())
+        if self.pod_bins.size:
+            largest = max(largest, int(np.bincount(net.server_pod).max()))
+        flows = min(max(int(step.shape[0]) for step in unique), largest)
+        top = max(flows * self.per_pair * q, q) + 1
         logs = np.array([self.log_cdf(step, top) for step in unique])
         # E[max(X / Q, 1)] = 1 + sum over t >= Q of P(X > t) / Q, with X in sub-flow units
         tail = 1.0 - np.exp(logs[:, q:])
@@ -502,16 +512,15 @@ def _simulated_choice(search: _Search, network: JobNetwork, checked: _Checked) -
             unique[index] = (order, unique[index][1], name)
     best_time = min(v.time for _, v, _ in unique)
     best_load = min(v.load for _, v, _ in unique)
-    own = [
-        c
-        for c in unique
-        if c[2] is None
-        and (
+
+    def near_tie(c: tuple[np.ndarray, Score, str | None]) -> bool:
+        return (
             c[1].time <= best_time * (1.0 + TIEBREAK_TOLERANCE) + EPS
             or c[1].load <= best_load * (1.0 + TIEBREAK_TOLERANCE) + EPS
             or np.array_equal(c[0], estimate_pick)
         )
-    ]
+
+    own = [c for c in unique if c[2] is None and near_tie(c)]
     own.sort(key=lambda c: (c[1].time, c[1].load))
     contenders = own[:TIEBREAK_CANDIDATES] + [c for c in unique if c[2] is not None]
     if len(contenders) < 2:
@@ -645,7 +654,12 @@ def plan_ranks(
     else:
         _search_orders(search, placement=placement, topology=topology, layout=layout, network=network, checked=checked)
     order = search.order
-    if checked.routing == "ecmp" and checked.pattern != "ring" and len(checked.fixed) <= 1:
+    if (
+        checked.routing == "ecmp"
+        and checked.pattern != "ring"
+        and len(checked.fixed) <= 1
+        and network.servers <= TIEBREAK_MAX_SERVERS
+    ):
         order = _simulated_choice(search, network, checked)
     routes = None
     if checked.routing == "pinned":
