@@ -157,7 +157,7 @@ def summarise(evaluation: OrderEvaluation) -> list[str]:
         f"{count} cross-{tier_name(t)} edges (bound {bound})"
         for t, (count, bound) in enumerate(zip(evaluation.cross_edges, evaluation.cross_edge_bounds, strict=True))
     ]
-    lines.append(f"max link load {evaluation.max_link_load:g} (bound {evaluation.max_link_load_bound})")
+    lines.append(f"max link load {evaluation.max_link_load:.3g} (bound {evaluation.max_link_load_bound})")
     # a bus bandwidth that was not simulated (NaN: the pod-index order's other collective) is left out
     if not math.isnan(evaluation.ring_busbw):
         lines.append(f"ring bus bandwidth {evaluation.ring_busbw:.3f} of line rate (bound 1)")
