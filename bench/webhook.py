@@ -39,6 +39,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from certs import generate_bundle  # noqa: E402
+from webhook.admission_types import admission_review  # noqa: E402
 
 SERVICE, NAMESPACE = "ringroute-webhook", "ringroute-system"
 TARGET = {"concurrency": 50, "rps": 1500.0, "p99_ms": 20.0, "errors": 0}
@@ -91,26 +92,8 @@ def realistic_review(tasks: int = TASKS) -> dict[str, Any]:
         task["name"] = f"worker-{i}"
         task["replicas"] = 1
         job["spec"]["tasks"].append(task)
-    return {
-        "apiVersion": "admission.k8s.io/v1",
-        "kind": "AdmissionReview",
-        "request": {
-            "uid": str(uuid.uuid4()),
-            "kind": {"group": "batch.volcano.sh", "version": "v1alpha1", "kind": "Job"},
-            "resource": {"group": "batch.volcano.sh", "version": "v1alpha1", "resource": "jobs"},
-            "requestKind": {"group": "batch.volcano.sh", "version": "v1alpha1", "kind": "Job"},
-            "requestResource": {"group": "batch.volcano.sh", "version": "v1alpha1", "resource": "jobs"},
-            "name": "bert-pretrain",
-            "namespace": "default",
-            "operation": "CREATE",
-            "userInfo": {"username": "alice", "groups": ["system:authenticated"]},
-            "object": job,
-            "oldObject": None,
-            # A dry run skips the ConfigMap create (there is no API server here), exercising the same admission path.
-            "dryRun": True,
-            "options": {"apiVersion": "meta.k8s.io/v1", "kind": "CreateOptions"},
-        },
-    }
+    # A dry run skips the ConfigMap create (there is no API server here), exercising the same admission path.
+    return admission_review(job, dry_run=True, username="alice")
 
 
 def free_port() -> int:

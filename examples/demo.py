@@ -15,7 +15,6 @@ import ssl
 import sys
 import tempfile
 import textwrap
-import uuid
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +28,7 @@ import yaml  # noqa: E402
 from aiohttp import web  # noqa: E402
 
 from certs import ServingCertificates, generate_bundle  # noqa: E402
+from webhook.admission_types import admission_review  # noqa: E402
 from webhook.metrics import Metrics  # noqa: E402
 from webhook.server import admission_app  # noqa: E402
 from webhook.settings import INJECTED_ANNOTATION, Settings  # noqa: E402
@@ -63,21 +63,8 @@ def say(text: str = "", indent: int = 0) -> None:
 
 
 def review(job: dict[str, Any]) -> dict[str, Any]:
-    return {
-        "apiVersion": "admission.k8s.io/v1",
-        "kind": "AdmissionReview",
-        "request": {
-            "uid": str(uuid.uuid4()),
-            "kind": {"group": "batch.volcano.sh", "version": "v1alpha1", "kind": "Job"},
-            "resource": {"group": "batch.volcano.sh", "version": "v1alpha1", "resource": "jobs"},
-            "name": job["metadata"]["name"],
-            "namespace": job["metadata"].get("namespace", "default"),
-            "operation": "CREATE",
-            "userInfo": {"username": "demo"},
-            "object": job,
-            "dryRun": False,
-        },
-    }
+    """What the API server sends for `kubectl apply` of a new job."""
+    return admission_review(job)
 
 
 async def post(session: aiohttp.ClientSession, url: str, body: dict[str, Any]) -> dict[str, Any]:

@@ -6,6 +6,7 @@ come from a client (`total=False` everywhere: any key may be missing).
 
 from __future__ import annotations
 
+import uuid
 from typing import Any, Literal, TypedDict
 
 
@@ -200,3 +201,48 @@ class JsonPatchOperation(TypedDict):
     op: str
     path: str
     value: Any
+
+
+JOBS_RESOURCE = ("batch.volcano.sh", "v1alpha1", "jobs")
+"""(group, version, plural) of Volcano Jobs, the resource ringroute admits."""
+
+
+def admission_review(
+    obj: Any,
+    *,
+    operation: Literal["CREATE", "UPDATE", "DELETE", "CONNECT"] = "CREATE",
+    uid: str | None = None,
+    dry_run: bool = False,
+    old: Any = None,
+    resource: tuple[str, str, str] = JOBS_RESOURCE,
+    username: str = "kubernetes-admin",
+) -> dict[str, Any]:
+    """An AdmissionReview v1 as the API server sends it, for clients of the webhook (demo, benchmarks, tests).
+
+    `obj` is sent as given (it may be malformed on purpose); name and namespace are read from it when present.
+    """
+    group, version, plural = resource
+    metadata = obj.get("metadata") if isinstance(obj, dict) else None
+    name = metadata.get("name", "") if isinstance(metadata, dict) else ""
+    namespace = metadata.get("namespace", "default") if isinstance(metadata, dict) else "default"
+    kind = {"group": group, "version": version, "kind": "Job" if plural == "jobs" else plural.rstrip("s").title()}
+    options = {"CREATE": "CreateOptions", "UPDATE": "UpdateOptions", "DELETE": "DeleteOptions"}.get(operation)
+    return {
+        "apiVersion": "admission.k8s.io/v1",
+        "kind": "AdmissionReview",
+        "request": {
+            "uid": uid if uid is not None else str(uuid.uuid4()),
+            "kind": kind,
+            "resource": {"group": group, "version": version, "resource": plural},
+            "requestKind": kind,
+            "requestResource": {"group": group, "version": version, "resource": plural},
+            "name": name,
+            "namespace": namespace,
+            "operation": operation,
+            "userInfo": {"username": username, "groups": ["system:authenticated"]},
+            "object": obj,
+            "oldObject": old,
+            "dryRun": dry_run,
+            "options": {"apiVersion": "meta.k8s.io/v1", "kind": options} if options else None,
+        },
+    }

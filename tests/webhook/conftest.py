@@ -9,7 +9,7 @@ import ssl
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import aiohttp
 import jsonpatch
@@ -21,6 +21,7 @@ import yaml
 from aiohttp import web
 
 from certs import ServingCertificates
+from webhook.admission_types import JOBS_RESOURCE, admission_review
 from webhook.metrics import Metrics
 from webhook.server import ConfigMapWriter, admission_app
 from webhook.settings import Settings
@@ -51,32 +52,16 @@ def apply_ops(job: dict[str, Any], ops: Sequence[Mapping[str, object]]) -> dict[
 def review(
     job: Any,
     *,
-    operation: str = "CREATE",
+    operation: Literal["CREATE", "UPDATE", "DELETE", "CONNECT"] = "CREATE",
     uid: str = "7b0d1c4e-1111-4a5b-9c1d-000000000001",
     dry_run: bool = False,
     old: Any = None,
-    resource: tuple[str, str, str] = ("batch.volcano.sh", "v1alpha1", "jobs"),
+    resource: tuple[str, str, str] = JOBS_RESOURCE,
 ) -> dict[str, Any]:
-    """An AdmissionReview as the API server sends it."""
-    group, version, plural = resource
-    metadata = job.get("metadata") if isinstance(job, dict) else None
-    name = metadata.get("name", "") if isinstance(metadata, dict) else ""
-    return {
-        "apiVersion": "admission.k8s.io/v1",
-        "kind": "AdmissionReview",
-        "request": {
-            "uid": uid,
-            "kind": {"group": group, "version": version, "kind": "Job"},
-            "resource": {"group": group, "version": version, "resource": plural},
-            "name": name,
-            "namespace": "default",
-            "operation": operation,
-            "userInfo": {"username": "alice"},
-            "object": job,
-            "oldObject": old,
-            "dryRun": dry_run,
-        },
-    }
+    """An AdmissionReview as the API server sends it (the tests' defaults: a fixed uid, user alice)."""
+    return admission_review(
+        job, operation=operation, uid=uid, dry_run=dry_run, old=old, resource=resource, username="alice"
+    )
 
 
 @pytest.fixture(scope="session")
