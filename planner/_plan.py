@@ -85,6 +85,17 @@ must not be hidden by noise."""
 TIEBREAK_MAX_SERVERS = 512
 """Larger jobs skip the simulated tie-break: their many switches make the estimate's maximum sharp, and the
 simulation would cost most of the 0.5 s planning budget at 1,024 servers."""
+REFINE_MAX_SERVERS = 128
+"""Halving-doubling and mixed under ECMP up to this size: when the tie-break's pick is faster than nslb but more
+loaded, aligned block swaps look for an order that is both (`_refine_load`)."""
+REFINE_TRIALS = 450
+"""Block swaps tried by `_refine_load`: a fixed budget, so the plan does not depend on the machine's speed."""
+REFINE_SEEDS = 128
+"""ECMP seeds judging each swap: disjoint from the tie-break's, which confirm the result, so the search cannot
+fit the seeds that decide whether it is kept."""
+REFINE_FIRST_SEED = 1 << 41
+REFINE_TIME_SLACK = 1.05
+"""Swaps whose estimated time exceeds the tie-break pick's by more than 5 % are not simulated (they are slower)."""
 EPS = 1e-9
 
 TIER_NAMES = ("leaf", "pod")
@@ -492,7 +503,9 @@ def _tie_break_seeds(network: JobNetwork, qps: int, candidates: int) -> np.ndarr
     return np.arange(TIEBREAK_FIRST_SEED, TIEBREAK_FIRST_SEED + count)
 
 
-def _simulated_choice(search: _Search, network: JobNetwork, checked: _Checked) -> np.ndarray:
+def _simulated_choice(
+    search: _Search, network: JobNetwork, checked: _Checked, valid: Callable[[np.ndarray], bool]
+) -> np.ndarray:
     """Every baseline candidate and the estimate's near-ties, decided by a paired ECMP simulation.
 
     All contenders are simulated on the same tie-break seeds (common random numbers), so their differences are
@@ -500,7 +513,10 @@ def _simulated_choice(search: _Search, network: JobNetwork, checked: _Checked) -
     nslb (the vendor order; the lowest baseline load without it); when none has both, the lowest load among
     those no slower than every baseline. An own construction replaces the baseline that rule picks from the
     baselines alone only when it is ahead by more than one paired standard error in speed or load, so noise
-    never trades a baseline for an order that is not better.
+    never trades a baseline for an order that is not better. Jobs of up to REFINE_MAX_SERVERS whose pick is
+    no slower than every baseline but more loaded than nslb get `_refine_load`; its order replaces the pick
+    only when, on the tie-break seeds, it is no slower than every baseline and no more loaded than nslb.
+    `valid` says whether an order keeps the pattern's structural bounds.
     """
     estimate_pick = search.order
     unique: list[tuple[np.ndarray, Score, str | None]] = []
@@ -557,7 +573,95 @@ def _simulated_choice(search: _Search, network: JobNetwork, checked: _Checked) -
         load_gain, load_se = paired_difference(loads[fallback], loads[chosen])
         if speed_gain <= speed_se + EPS and load_gain <= load_se + EPS:
             chosen = fallback
-    return contenders[chosen][0]
+    order = contenders[chosen][0]
+    vendor = next((k for k in baseline_indices if names[k] == "nslb"), None)
+    if vendor is None or network.servers > REFINE_MAX_SERVERS:
+        return order
+    vendor_load = float(loads[vendor].mean())
+    fastest = max(float(speeds[k].mean()) for k in baseline_indices)
+    if loads[chosen].mean() <= vendor_load + EPS or speeds[chosen].mean() < fastest - EPS:
+        return order
+    baseline_orders = [contenders[k][0] for k in baseline_indices]
+    refined = _refine_load(order, baseline_orders, search=search, network=network, checked=checked, valid=valid)
+    if refined is None:
+        return order
+    metrics = order_seed_metrics(
+        network, refined, pattern=checked.pattern, routing="ecmp", qps=checked.qps, seeds=seeds, patterns=collectives
+    )
+    if (
+        _speed(metrics, checked.pattern, network.servers).mean() >= fastest - EPS
+        and metrics.max_link_load.mean() <= vendor_load + EPS
+    ):
+        return refined
+    return order
+
+
+def _refine_load(
+    order: np.ndarray,
+    baseline_orders: list[np.ndarray],
+    *,
+    search: _Search,
+    network: JobNetwork,
+    checked: _Checked,
+    valid: Callable[[np.ndarray], bool],
+) -> np.ndarray | None:
+    """A less loaded order no slower than every baseline, by swapping aligned rank blocks; None if none is found.
+
+    Swapping two aligned blocks of 2^k ranks keeps every halving-doubling step below k as it is, so the early
+    steps, which carry most of the data, stay as fast while the later ones (few bytes, many cross-leaf flows,
+    where the max load usually is) spread their flows over other leaves. The block holding rank 0 stays. A swap
+    is simulated only when the seed-free estimate (`_EcmpEstimate`, fast) finds it less loaded than the current
+    order and at most 5 % slower than the pick; it is kept when, simulated on REFINE_SEEDS seeds of its own, the
+    order is no slower than the fastest baseline and less loaded than the current one on average.
+    REFINE_TRIALS swaps are drawn from `checked.rng`; the deadline only guards.
+    """
+    n = network.servers
+    seeds = np.arange(REFINE_FIRST_SEED, REFINE_FIRST_SEED + REFINE_SEEDS)
+    collectives: list[StepPattern] = (
+        ["halving-doubling"] if checked.pattern == "halving-doubling" else list(STEP_PATTERNS)
+    )
+
+    def simulate(candidate: np.ndarray) -> tuple[float, float]:
+        metrics = order_seed_metrics(
+            network,
+            candidate,
+            pattern=checked.pattern,
+            routing="ecmp",
+            qps=checked.qps,
+            seeds=seeds,
+            patterns=collectives,
+        )
+        return float(_speed(metrics, checked.pattern, n).mean()), float(metrics.max_link_load.mean())
+
+    fastest = max(simulate(b)[0] for b in baseline_orders)
+    widths = [1 << k for k in range(n.bit_length()) if n // (1 << k) >= 3]
+    if not widths:
+        return None
+    current, estimate = order, search.score(order)
+    start = estimate
+    _, load = simulate(order)
+    improved = False
+    leaf = network.server_leaf
+    for _ in range(REFINE_TRIALS):
+        if time.perf_counter() >= search.deadline:
+            break
+        width = widths[int(checked.rng.integers(len(widths)))]
+        a, b = (int(x) for x in checked.rng.integers(1, n // width, size=2))
+        if a == b:
+            continue
+        candidate = current.copy()
+        candidate[a * width : (a + 1) * width] = current[b * width : (b + 1) * width]
+        candidate[b * width : (b + 1) * width] = current[a * width : (a + 1) * width]
+        # swapping servers of one leaf only changes hash luck, not the flows' leaves
+        if np.array_equal(leaf[candidate], leaf[current]) or not valid(candidate):
+            continue
+        value = search.score(candidate)
+        if value.time > start.time * REFINE_TIME_SLACK or value.load >= estimate.load - EPS:
+            continue
+        speed, candidate_load = simulate(candidate)
+        if speed >= fastest - EPS and candidate_load < load - EPS:
+            current, estimate, load, improved = candidate, value, candidate_load, True
+    return current if improved else None
 
 
 def _ring_candidates(layout: ServerLayout, rng: np.random.Generator) -> Iterator[np.ndarray]:
@@ -660,7 +764,10 @@ def plan_ranks(
         and len(checked.fixed) <= 1
         and network.servers <= TIEBREAK_MAX_SERVERS
     ):
-        order = _simulated_choice(search, network, checked)
+        if checked.pattern == "mixed":
+            order = _simulated_choice(search, network, checked, lambda o: _meets_ring_bounds(layout, o))
+        else:
+            order = _simulated_choice(search, network, checked, lambda o: True)
     routes = None
     if checked.routing == "pinned":
         from planner._routes import pin_routes

@@ -6,6 +6,8 @@ its bus bandwidth must not fall below any baseline's the planner also scores, ri
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 import pytest
 
@@ -13,7 +15,7 @@ from planner._baselines import baseline_order
 from planner._model import Pattern, Placement, Topology
 from planner._network import job_network
 from planner._plan import PORTFOLIO_BASELINES, _objective, plan_ranks
-from planner._simulate import OrderEvaluation, evaluate_order
+from planner._simulate import OrderEvaluation, SeedMetrics, evaluate_order, order_seed_metrics, paired_difference
 from planner._topology_file import generate_topology
 from tests.planner_core.helpers import make_placement
 
@@ -117,3 +119,39 @@ def test_ring_ecmp_candidates_that_meet_every_bound_tie_so_the_choice_is_not_has
     score = _objective(network, "ring", "ecmp", 1)
     orders = [baseline_order(name, placement, topology) for name in ("nslb", "hostname")]
     assert score(np.asarray(orders[0])) == score(np.asarray(orders[1]))
+
+
+def bench_fragmented(topology: Topology, servers: int, seed: int) -> Placement:
+    """The bench's fragmented placement: a random quarter of the nodes busy, random free nodes in random order."""
+    rng = np.random.default_rng(seed)
+    nodes = sorted(topology.paths, key=lambda n: (topology.paths[n], n))
+    busy = rng.random(len(nodes)) < 0.25
+    free = [n for n, b in zip(nodes, busy, strict=True) if not b]
+    return make_placement([free[i] for i in rng.choice(len(free), size=servers, replace=False)])
+
+
+def test_rail_2tier_4to1_64_fragmented_halving_doubling_ecmp_q1_is_as_light_as_nslb_and_as_fast_as_any_baseline() -> (
+    None
+):
+    # the bench's cluster for 64 servers of rail-2tier-4to1: 12 rail groups of 16 servers, 4:1 at the leaf
+    topology = generate_topology(
+        leaves=12, servers_per_leaf=16, layout="rail", nics_per_server=8, leaf_oversubscription=4.0
+    )
+    placement = bench_fragmented(topology, 64, 7)
+    network = job_network(topology, [s.node_name for s in placement.servers])
+    plan = plan_ranks(placement, topology, "halving-doubling", "ecmp", rng=7)
+    seeds = np.arange(200)
+
+    def metrics(order: Sequence[int]) -> SeedMetrics:
+        return order_seed_metrics(
+            network, order, pattern="halving-doubling", routing="ecmp", seeds=seeds, patterns=["halving-doubling"]
+        )
+
+    mine = metrics(plan.order)
+    for name in PORTFOLIO_BASELINES:
+        other = metrics(baseline_order(name, placement, topology, 7, pattern="halving-doubling"))
+        if name == "nslb":
+            load_gap, load_se = paired_difference(mine.max_link_load, other.max_link_load)
+            assert load_gap <= 2 * load_se, (load_gap, load_se)
+        speed_gap, speed_se = paired_difference(mine.busbw("halving-doubling"), other.busbw("halving-doubling"))
+        assert speed_gap >= -2 * speed_se, (name, speed_gap, speed_se)
