@@ -210,7 +210,7 @@ JOBS_RESOURCE = ("batch.volcano.sh", "v1alpha1", "jobs")
 def admission_review(
     obj: Any,
     *,
-    operation: Literal["CREATE", "UPDATE", "DELETE", "CONNECT"] = "CREATE",
+    operation: str = "CREATE",
     uid: str | None = None,
     dry_run: bool = False,
     old: Any = None,

@@ -9,7 +9,7 @@ import ssl
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from importlib import resources
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import aiohttp
 import jsonpatch
@@ -52,7 +52,7 @@ def apply_ops(job: dict[str, Any], ops: Sequence[Mapping[str, object]]) -> dict[
 def review(
     job: Any,
     *,
-    operation: Literal["CREATE", "UPDATE", "DELETE", "CONNECT"] = "CREATE",
+    operation: str = "CREATE",
     uid: str = "7b0d1c4e-1111-4a5b-9c1d-000000000001",
     dry_run: bool = False,
     old: Any = None,
