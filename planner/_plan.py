@@ -47,6 +47,7 @@ from planner._simulate import (
     order_seed_metrics,
     paired_difference,
     ring_flows,
+    unique_steps,
 )
 
 if TYPE_CHECKING:
@@ -295,20 +296,6 @@ def _step_sizes(n: int, pattern: Pattern) -> np.ndarray:
     return np.asarray(sizes, dtype=np.float64)
 
 
-def _unique_steps(steps: list[np.ndarray]) -> tuple[list[np.ndarray], np.ndarray]:
-    """Distinct steps (the reduce-scatter and allgather halves repeat) and the index of each step's copy."""
-    seen: dict[bytes, int] = {}
-    unique: list[np.ndarray] = []
-    index = np.zeros(len(steps), dtype=np.int64)
-    for i, step in enumerate(steps):
-        key = step.tobytes()
-        if key not in seen:
-            seen[key] = len(unique)
-            unique.append(step)
-        index[i] = seen[key]
-    return unique, index
-
-
 class _EcmpEstimate:
     """Expected largest link load of ECMP-hashed steps, from per-switch flow counts, without sampling.
 
@@ -373,7 +360,7 @@ class _EcmpEstimate:
         return mirrored
 
     def __call__(self, steps: list[np.ndarray], sizes: np.ndarray) -> Score:
-        unique, index = _unique_steps(steps)
+        unique, index = unique_steps(steps)
         q = self.qps
         # No link of a group carries more sub-flows than the group holds, and a domain sends at most one flow
         # per server and step: beyond the largest domain the CDF is exactly 1, so the sums stop there.
@@ -408,7 +395,7 @@ def _objective(network: JobNetwork, pattern: Pattern, routing: Routing, qps: int
             return Score(1.0, 0.0)
         if estimate is not None:
             return estimate(steps, sizes[: len(steps)])
-        unique, index = _unique_steps(steps)
+        unique, index = unique_steps(steps)
         if routing == "pinned":
             loads = np.array([float(lambda_star(network, s)) for s in unique])
         else:

@@ -865,7 +865,7 @@ def _pattern_steps(order: np.ndarray, pattern: StepPattern) -> tuple[list[np.nda
     return halving_doubling_steps(order), halving_doubling_sizes(order.size)
 
 
-def _unique(steps: list[np.ndarray]) -> tuple[list[np.ndarray], np.ndarray]:
+def unique_steps(steps: list[np.ndarray]) -> tuple[list[np.ndarray], np.ndarray]:
     """Distinct steps (the reduce-scatter and allgather halves repeat) and the index of each step's copy."""
     seen: dict[bytes, int] = {}
     unique: list[np.ndarray] = []
@@ -1008,7 +1008,7 @@ def order_seed_metrics(
     hd_all, hd_sizes = (
         _pattern_steps(ranks, "halving-doubling") if "halving-doubling" in simulated else ([], np.zeros(0))
     )
-    hd_steps, hd_index = _unique(hd_all)
+    hd_steps, hd_index = unique_steps(hd_all)
     if routing == "pinned":
         routes = _complete_routes(network, [*ring_steps, *hd_steps], routes)
     step_ids = [0] * len(ring_steps) + [1 + k for k in range(len(hd_steps))]
