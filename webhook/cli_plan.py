@@ -365,7 +365,8 @@ def run_plan(args: argparse.Namespace) -> int:
         f"wrote {', '.join(files)} to {out_dir}: {len(case.placement.servers)} servers x "
         f"{case.placement.devices_per_server} devices; ring cross-leaf edges {after.cross_edges[0]} "
         f"(bound {after.cross_edge_bounds[0]}), max link load {after.max_link_load:.3g} "
-        f"(λ* {after.max_link_load_bound}) under {case.routing}, was {result.before.max_link_load:.3g} in pod-index order"
+        f"(λ* {after.max_link_load_bound}) under {case.routing}, "
+        f"was {result.before.max_link_load:.3g} in pod-index order"
     )
     return 0
 
