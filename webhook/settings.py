@@ -193,6 +193,32 @@ class ExtenderSettings:
 
 
 @dataclass(frozen=True, slots=True)
+class NetworkTopologySettings:
+    """`spec.networkTopology` that admission requests for route-planned jobs on Volcano with HyperNodes (v1.12+)."""
+
+    inject: Literal["auto", "always", "never"] = "auto"
+    """auto: request it when the cluster has HyperNode objects (checked by `ringroute serve`); always; never."""
+    mode: Literal["hard", "soft"] = "hard"
+    """Volcano's mode: hard keeps the job within the tier, soft prefers it."""
+    highest_tier_allowed: int = 1
+    """Highest HyperNode tier the job may span (1 = one leaf switch)."""
+
+
+@dataclass(frozen=True, slots=True)
+class VolcanoSettings:
+    """Facts about the Volcano release and distribution the cluster runs."""
+
+    version: str = "auto"
+    """Volcano release ("1.7", "1.10", ...): decides the extender's answer shapes and which job plugins exist.
+    auto: answers every release reads where one shape fits all, else the release detected from the request."""
+    configmap_plugin: Literal["absent", "installed"] = "absent"
+    """absent: open-source Volcano, which refuses jobs naming the vendor's `configmap1980` job plugin (ringroute
+    removes it); installed: the cloud vendor's Volcano fork that provides that plugin runs here."""
+    network_topology: NetworkTopologySettings = NetworkTopologySettings()
+    """What admission requests of Volcano's own network-topology-aware scheduling."""
+
+
+@dataclass(frozen=True, slots=True)
 class Settings:
     """The whole configuration of a ringroute process."""
 
@@ -203,6 +229,7 @@ class Settings:
     planning: PlanningSettings = PlanningSettings()
     controller: ControllerSettings = ControllerSettings()
     extender: ExtenderSettings = ExtenderSettings()
+    volcano: VolcanoSettings = VolcanoSettings()
     configmap_create_timeout_s: float = 2.0
     """Admission gives up creating the ConfigMap after this long (the controller creates it later)."""
 
@@ -246,6 +273,8 @@ _NESTED: dict[str, type[Any]] = {
     "PlanningSettings": PlanningSettings,
     "ControllerSettings": ControllerSettings,
     "ExtenderSettings": ExtenderSettings,
+    "VolcanoSettings": VolcanoSettings,
+    "NetworkTopologySettings": NetworkTopologySettings,
     "Fabric": Fabric,
 }
 
@@ -369,6 +398,26 @@ def _check(settings: Settings) -> None:
         raise SettingsError("settings.extender.jobMemoryTtlS: must be positive (seconds)")
     if settings.planning.qps_per_connection < 1:
         raise SettingsError("settings.planning.qpsPerConnection: must be at least 1")
+    volcano = settings.volcano
+    if volcano.version != "auto" and volcano_release(volcano.version) is None:
+        raise SettingsError(f"settings.volcano.version: {volcano.version!r} is not auto or a release like 1.7 or 1.10")
+    if volcano.configmap_plugin not in ("absent", "installed"):
+        raise SettingsError("settings.volcano.configmapPlugin: must be absent or installed")
+    topology_request = volcano.network_topology
+    if topology_request.inject not in ("auto", "always", "never"):
+        raise SettingsError("settings.volcano.networkTopology.inject: must be auto, always or never")
+    if topology_request.mode not in ("hard", "soft"):
+        raise SettingsError("settings.volcano.networkTopology.mode: must be hard or soft")
+    if topology_request.highest_tier_allowed < 1:
+        raise SettingsError("settings.volcano.networkTopology.highestTierAllowed: must be at least 1")
+
+
+def volcano_release(version: str) -> tuple[int, int] | None:
+    """(major, minor) of a Volcano release string ("1.10", "v1.10.2"); None when it is not one."""
+    parts = version.strip().lstrip("v").split(".")
+    if len(parts) < 2 or not all(p.isascii() and p.isdecimal() for p in parts[:2]):
+        return None
+    return int(parts[0]), int(parts[1])
 
 
 def default_settings() -> Settings:
@@ -391,8 +440,11 @@ __all__ = [
     "PolicySettings",
     "Settings",
     "SettingsError",
+    "NetworkTopologySettings",
     "TopologySettings",
+    "VolcanoSettings",
     "default_settings",
+    "volcano_release",
     "load_settings",
     "settings_from_mapping",
 ]
