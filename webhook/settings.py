@@ -28,6 +28,11 @@ LAUNCHER_ANNOTATION = "ringroute.io/launcher"
 """Job annotation; "false" opts out of wrapping the command with the launcher."""
 INJECTED_ANNOTATION = "ringroute.io/injected"
 """Job annotation the mutator writes: a comma-separated list of what it added."""
+RANK_TABLE_WRITER_ANNOTATION = "ringroute.io/rank-table-writer"
+"""Job annotation the mutator writes on CREATE: who writes `configmap1980-<job>`, "ringroute" or "volcano-plugin"
+(the vendor fork's configmap1980 job plugin); missing means ringroute."""
+NPU_PODS_ANNOTATION = "ringroute.io/npu-pods"
+"""Pod-template annotation the mutator writes on CREATE: the job's total NPU pods (the gang the extender places)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -210,7 +215,8 @@ class VolcanoSettings:
 
     version: str = "auto"
     """Volcano release ("1.7", "1.10", ...): decides the extender's answer shapes and which job plugins exist.
-    auto: answers every release reads where one shape fits all, else the release detected from the request."""
+    auto: answers every release reads where one shape fits all, else the release detected from the request;
+    admission then accepts only the job plugins and lifecycle-policy events and actions every release from 1.7 knows."""
     configmap_plugin: Literal["absent", "installed"] = "absent"
     """absent: open-source Volcano, which refuses jobs naming the vendor's `configmap1980` job plugin (ringroute
     removes it); installed: the cloud vendor's Volcano fork that provides that plugin runs here."""
@@ -399,8 +405,13 @@ def _check(settings: Settings) -> None:
     if settings.planning.qps_per_connection < 1:
         raise SettingsError("settings.planning.qpsPerConnection: must be at least 1")
     volcano = settings.volcano
-    if volcano.version != "auto" and volcano_release(volcano.version) is None:
+    release = None if volcano.version == "auto" else volcano_release(volcano.version)
+    if volcano.version != "auto" and release is None:
         raise SettingsError(f"settings.volcano.version: {volcano.version!r} is not auto or a release like 1.7 or 1.10")
+    if release is not None and release < MIN_VOLCANO_RELEASE:
+        raise SettingsError(
+            f"settings.volcano.version: ringroute supports Volcano 1.7 and later (got {volcano.version!r})"
+        )
     if volcano.configmap_plugin not in ("absent", "installed"):
         raise SettingsError("settings.volcano.configmapPlugin: must be absent or installed")
     topology_request = volcano.network_topology
@@ -410,6 +421,17 @@ def _check(settings: Settings) -> None:
         raise SettingsError("settings.volcano.networkTopology.mode: must be hard or soft")
     if topology_request.highest_tier_allowed < 1:
         raise SettingsError("settings.volcano.networkTopology.highestTierAllowed: must be at least 1")
+    if topology_request.inject == "always" and release is not None and release < NETWORK_TOPOLOGY_RELEASE:
+        raise SettingsError(
+            "settings.volcano.networkTopology.inject: always needs Volcano 1.12 or later (spec.networkTopology); "
+            f"volcano.version is {volcano.version!r}: use never, or the scheduler extender"
+        )
+
+
+MIN_VOLCANO_RELEASE = (1, 7)
+"""The oldest Volcano release ringroute supports."""
+NETWORK_TOPOLOGY_RELEASE = (1, 12)
+"""The first Volcano release whose Job has `spec.networkTopology` (scheduling on HyperNodes)."""
 
 
 def volcano_release(version: str) -> tuple[int, int] | None:
@@ -429,6 +451,10 @@ __all__ = [
     "DEFAULT_PROFILES",
     "INJECTED_ANNOTATION",
     "LAUNCHER_ANNOTATION",
+    "MIN_VOLCANO_RELEASE",
+    "NETWORK_TOPOLOGY_RELEASE",
+    "NPU_PODS_ANNOTATION",
+    "RANK_TABLE_WRITER_ANNOTATION",
     "RING_LABEL",
     "ROUTE_PLAN_ANNOTATION",
     "ROUTE_PLAN_ENV",
