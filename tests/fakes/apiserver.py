@@ -2,8 +2,9 @@
 
 It speaks what the controller and the self-managed certificates use, with the semantics that matter: list + watch
 with resourceVersions, bookmarks and 410 Gone after compaction; get/create/update/merge-patch/delete with 409 on a
-stale resourceVersion, on an existing name and on failed delete preconditions; owner-reference garbage collection;
-API discovery; and injected faults (HTTP errors and slow answers) by method and path.
+stale resourceVersion, on an existing name and on failed delete preconditions; ownerReference validation (422) and
+garbage collection as kube-controller-manager does it (see `_collect`); an admission chain of webhooks on create and
+update, with `dryRun=All`; API discovery; and injected faults (HTTP errors and slow answers) by method and path.
 
 Served: pods, nodes, configmaps, events, secrets, Volcano jobs, leases, Mutating/ValidatingWebhookConfigurations,
 and (with `hypernodes=True`) Volcano HyperNodes.
@@ -12,17 +13,21 @@ and (with `hypernodes=True`) Volcano HyperNodes.
 from __future__ import annotations
 
 import asyncio
+import base64
 import bisect
 import contextlib
 import copy
 import datetime as dt
 import itertools
 import json
+import time
 import uuid
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+import aiohttp
+import jsonpatch
 from aiohttp import web
 from kubernetes_asyncio.client import ApiClient, Configuration
 
@@ -57,8 +62,44 @@ KINDS = {
     "validatingwebhookconfigurations": "ValidatingWebhookConfiguration",
 }
 MERGE_PATCH = "application/merge-patch+json"
-REASONS = {404: "NotFound", 409: "Conflict", 410: "Gone", 429: "TooManyRequests", 503: "ServiceUnavailable"}
-"""Status reasons of injected faults; any other code answers "InternalError"."""
+REASONS = {
+    400: "BadRequest",
+    403: "Forbidden",
+    404: "NotFound",
+    409: "Conflict",
+    410: "Gone",
+    422: "Invalid",
+    429: "TooManyRequests",
+    503: "ServiceUnavailable",
+}
+"""Status reasons of injected faults and admission denials; any other code answers "InternalError"."""
+PROPAGATION_POLICIES = ("Background", "Foreground", "Orphan")
+"""DeleteOptions.propagationPolicy values; Background is the API server's default for these resources."""
+
+Review = dict[str, Any]
+AdmissionCall = Callable[[Review], Awaitable[dict[str, Any]]]
+"""Takes an AdmissionReview (with `request`) and answers its `response` (allowed, patch, status, warnings)."""
+
+
+@dataclass
+class AdmissionWebhook:
+    """One step of the admission chain of a resource; steps run in order, mutating ones first as the API server
+    runs them. A denial stops the request: nothing is stored."""
+
+    name: str
+    call: AdmissionCall
+
+
+def http_webhook(name: str, url: str) -> AdmissionWebhook:
+    """An admission step that POSTs the AdmissionReview to `url` (a plain-HTTP webhook on loopback)."""
+
+    async def call(review: Review) -> dict[str, Any]:
+        async with aiohttp.ClientSession() as session, session.post(url, json=review) as answer:
+            answer.raise_for_status()
+            response: dict[str, Any] = (await answer.json())["response"]
+            return response
+
+    return AdmissionWebhook(name, call)
 
 
 @dataclass
@@ -168,6 +209,10 @@ class FakeApiServer:
         self.watch_starts: dict[str, int] = {}
         self.watch_generation = 0
         """Bumped by `drop_watches`; open watch streams of an older generation end."""
+        self.admission: dict[str, list[AdmissionWebhook]] = {}
+        """Admission chain per plural, run on HTTP create and update (objects written by `apply` skip it)."""
+        self.created_at: dict[tuple[str, str, str], float] = {}
+        """`time.perf_counter()` when each (plural, namespace, name) was last created (benchmarks read it)."""
 
     # -- lifecycle -------------------------------------------------------------------------------------------
 
@@ -245,9 +290,9 @@ class FakeApiServer:
         change(obj)
         return await self._write(plural, obj, guard=False)
 
-    async def remove(self, plural: str, namespace: str | None, name: str) -> bool:
-        """Delete an object (and, like the garbage collector, what it owns)."""
-        result = self._delete(plural, namespace or "", name)
+    async def remove(self, plural: str, namespace: str | None, name: str, *, propagation: str = "Background") -> bool:
+        """Delete an object and, like the garbage collector, what it owns (`propagation` as in DeleteOptions)."""
+        result = self._delete(plural, namespace or "", name, propagation)
         await self._notify()
         return result
 
@@ -276,7 +321,13 @@ class FakeApiServer:
     # -- storage ---------------------------------------------------------------------------------------------
 
     async def _write(self, plural: str, obj: Obj, *, guard: bool, create_only: bool = False) -> Obj:
+        written = self._put(plural, obj, guard=guard, create_only=create_only)
+        await self._notify()
+        return written
+
+    def _put(self, plural: str, obj: Obj, *, guard: bool, create_only: bool = False) -> Obj:
         meta = obj.setdefault("metadata", {})
+        _check_owner_references(meta)
         namespace = meta.get("namespace", "") if self._namespaced(plural) else ""
         if not meta.get("name") and meta.get("generateName"):
             meta["name"] = meta["generateName"] + uuid.uuid4().hex[:5]
@@ -306,25 +357,83 @@ class FakeApiServer:
         obj.setdefault("apiVersion", self._api_version(plural))
         meta["resourceVersion"] = self._next_rv()
         store.objects[key] = obj
+        if current is None:
+            self.created_at[(plural, *key)] = time.perf_counter()
         self._record(plural, "MODIFIED" if current is not None else "ADDED", obj)
-        await self._notify()
-        return copy.deepcopy(obj)
+        written = copy.deepcopy(obj)
+        if meta.get("ownerReferences"):
+            # An object created for an owner that is already gone is collected too (the answer still shows it).
+            self._collect(plural, *key)
+        return written
 
-    def _delete(self, plural: str, namespace: str, name: str) -> bool:
+    def _delete(self, plural: str, namespace: str, name: str, propagation: str = "Background") -> bool:
         store = self.stores[plural]
-        obj = store.objects.pop((namespace, name), None)
+        obj = store.objects.get((namespace, name))
         if obj is None:
             return False
+        uid = obj["metadata"]["uid"]
+        dependents = [
+            (other_plural, ns, other_name)
+            for other_plural, other in self.stores.items()
+            for (ns, other_name), dependent in list(other.objects.items())
+            if any(o.get("uid") == uid for o in (dependent.get("metadata") or {}).get("ownerReferences") or [])
+        ]
+        if propagation == "Foreground":
+            # The owner stays until the dependents are gone (the real one marks it with a finalizer meanwhile).
+            for dependent in dependents:
+                self._collect(*dependent, gone=uid, propagation="Foreground")
+        store.objects.pop((namespace, name))
         self._next_rv()
         obj["metadata"]["resourceVersion"] = str(self.resource_version)
         self._record(plural, "DELETED", obj)
-        uid = obj["metadata"]["uid"]
-        for other_plural, other in self.stores.items():
-            for (ns, other_name), dependent in list(other.objects.items()):
-                owners = (dependent.get("metadata") or {}).get("ownerReferences") or []
-                if any(o.get("uid") == uid for o in owners):
-                    self._delete(other_plural, ns, other_name)
+        for dependent in dependents:
+            if propagation == "Orphan":
+                self._strip_owner(*dependent, {uid})
+            else:
+                self._collect(*dependent)
         return True
+
+    def _collect(
+        self, plural: str, namespace: str, name: str, *, gone: str | None = None, propagation: str = "Background"
+    ) -> None:
+        """What kube-controller-manager's garbage collector does with one object that has ownerReferences.
+
+        It looks every owner up by group, kind, name and uid: with none left the object is deleted; with some
+        left the references to the absent ones are removed and the object stays. Owners of a kind the server does
+        not serve cannot be looked up, so the object stays. `gone` counts one owner as absent (foreground
+        deletion, before the owner is removed).
+        """
+        obj = self.stores[plural].objects.get((namespace, name))
+        if obj is None:
+            return
+        refs = (obj.get("metadata") or {}).get("ownerReferences") or []
+        alive = [self._owner_exists(r, namespace) if r.get("uid") != gone else False for r in refs]
+        absent = {r["uid"] for r, a in zip(refs, alive, strict=True) if a is False}
+        if not absent:
+            return
+        if all(a is False for a in alive):
+            self._delete(plural, namespace, name, propagation)
+        else:
+            self._strip_owner(plural, namespace, name, absent)
+
+    def _strip_owner(self, plural: str, namespace: str, name: str, uids: set[str]) -> None:
+        obj = self.get(plural, namespace, name)
+        if obj is None:
+            return
+        meta = obj["metadata"]
+        meta["ownerReferences"] = [r for r in meta.get("ownerReferences") or [] if r.get("uid") not in uids]
+        if not meta["ownerReferences"]:
+            del meta["ownerReferences"]
+        self._put(plural, obj, guard=False)
+
+    def _owner_exists(self, ref: Mapping[str, Any], namespace: str) -> bool | None:
+        """True or False when the owner can be looked up, None when its kind is not served here."""
+        group = str(ref.get("apiVersion", "")).rpartition("/")[0]
+        plural = next((p for (g, p) in self.served if g == group and KINDS[p] == ref.get("kind")), None)
+        if plural is None:
+            return None
+        owner = self.stores[plural].objects.get((namespace if self._namespaced(plural) else "", ref.get("name", "")))
+        return owner is not None and owner["metadata"]["uid"] == ref.get("uid")
 
     def _namespaced(self, plural: str) -> bool:
         return next(n for (_, p), (_, n) in self.served.items() if p == plural)
@@ -383,6 +492,8 @@ class FakeApiServer:
             return await self._resource(request, plural, namespace, name)
         except _ConflictError as exc:
             return _status(409, exc.reason, exc.message)
+        except _RefusedError as exc:
+            return _status(exc.code, REASONS.get(exc.code, "InternalError"), exc.message)
 
     async def _resource(
         self, request: web.Request, plural: str, namespace: str | None, name: str | None
@@ -409,12 +520,16 @@ class FakeApiServer:
                 ),
                 content_type="application/json",
             )
+        dry_run = "All" in request.query.getall("dryRun", [])
         if method == "POST" and name is None:
             body = await request.json()
             body.setdefault("metadata", {})
             if namespace:
                 body["metadata"]["namespace"] = namespace
             body["metadata"].pop("resourceVersion", None)
+            body = await self._admit(plural, "CREATE", body, None, dry_run=dry_run)
+            if dry_run:
+                return web.json_response(body, status=201)
             created = await self._write(plural, body, guard=False, create_only=True)
             return web.json_response(created, status=201)
         if name is None:
@@ -432,6 +547,9 @@ class FakeApiServer:
             body.setdefault("metadata", {})["namespace"] = namespace or ""
             if not self._namespaced(plural):
                 body["metadata"].pop("namespace", None)
+            body = await self._admit(plural, "UPDATE", body, current, dry_run=dry_run)
+            if dry_run:
+                return web.json_response(body)
             return web.json_response(await self._write(plural, body, guard=True))
         if method == "PATCH":
             if request.content_type != MERGE_PATCH:
@@ -452,10 +570,47 @@ class FakeApiServer:
                 raise _ConflictError("Conflict", "Precondition failed: UID in precondition does not match")
             if pre.get("resourceVersion") and pre["resourceVersion"] != current["metadata"]["resourceVersion"]:
                 raise _ConflictError("Conflict", "Precondition failed: ResourceVersion in precondition does not match")
-            self._delete(plural, namespace or "", name)
+            propagation = (body or {}).get("propagationPolicy") or request.query.get("propagationPolicy", "Background")
+            if propagation not in PROPAGATION_POLICIES:
+                raise _RefusedError(400, f'unsupported propagationPolicy "{propagation}"')
+            self._delete(plural, namespace or "", name, propagation)
             await self._notify()
             return web.json_response({"kind": "Status", "apiVersion": "v1", "status": "Success"})
         return _status(405, "MethodNotAllowed", method)
+
+    async def _admit(self, plural: str, operation: str, obj: Obj, old: Obj | None, *, dry_run: bool) -> Obj:
+        """Run the admission chain: apply each mutating patch, stop at the first denial (nothing is stored)."""
+        group = next(g for (g, p) in self.served if p == plural)
+        version = self.served[(group, plural)][0]
+        meta = obj.get("metadata") or {}
+        for webhook in self.admission.get(plural, []):
+            review: Review = {
+                "apiVersion": "admission.k8s.io/v1",
+                "kind": "AdmissionReview",
+                "request": {
+                    "uid": str(uuid.uuid4()),
+                    "kind": {"group": group, "version": version, "kind": KINDS[plural]},
+                    "resource": {"group": group, "version": version, "resource": plural},
+                    "operation": operation,
+                    "namespace": meta.get("namespace", ""),
+                    "name": meta.get("name", ""),
+                    "object": obj,
+                    "oldObject": old,
+                    "dryRun": dry_run,
+                },
+            }
+            response = await webhook.call(review)
+            if not response.get("allowed"):
+                status = response.get("status") or {}
+                # A denial without a code is a 403, as the API server answers it.
+                code = int(status.get("code") or 403)
+                raise _RefusedError(
+                    code, f'admission webhook "{webhook.name}" denied the request: {status.get("message", "")}'
+                )
+            if response.get("patch"):
+                ops = json.loads(base64.b64decode(response["patch"]))
+                obj = jsonpatch.apply_patch(obj, ops)
+        return obj
 
     async def _watch(self, request: web.Request, plural: str, namespace: str | None) -> web.StreamResponse:
         self.watch_starts[plural] = self.watch_starts.get(plural, 0) + 1
@@ -526,3 +681,28 @@ class _ConflictError(Exception):
         super().__init__(message)
         self.reason = reason
         self.message = message
+
+
+class _RefusedError(Exception):
+    """A request the API server refuses with `code`: invalid (422), denied by admission, a bad option (400)."""
+
+    def __init__(self, code: int, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+def _check_owner_references(meta: Mapping[str, Any]) -> None:
+    """The API server's validation of metadata.ownerReferences (apimachinery ValidateOwnerReferences)."""
+    refs = meta.get("ownerReferences") or []
+    for i, ref in enumerate(refs):
+        for key in ("apiVersion", "kind", "name", "uid"):
+            if not ref.get(key):
+                raise _RefusedError(422, f"metadata.ownerReferences[{i}].{key}: Required value")
+    controllers = [f"{r['kind']}/{r['name']}" for r in refs if r.get("controller")]
+    if len(controllers) > 1:
+        raise _RefusedError(
+            422,
+            "metadata.ownerReferences: Invalid value: Only one reference can have Controller set to true. "
+            f'Found "true" in references for {controllers[0]} and {controllers[1]}',
+        )
