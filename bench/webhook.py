@@ -92,7 +92,7 @@ def realistic_review(tasks: int = TASKS) -> dict[str, Any]:
         task["name"] = f"worker-{i}"
         task["replicas"] = 1
         job["spec"]["tasks"].append(task)
-    # A dry run skips the ConfigMap create (there is no API server here), exercising the same admission path.
+    # Admission has no side effects, so a dry run takes exactly the path of a real create.
     return admission_review(job, dry_run=True, username="alice")
 
 
@@ -355,7 +355,7 @@ def serve_inprocess(cert_dir: str, port: int, workers: int) -> None:
 
     def one() -> None:
         certificates = ServingCertificates(Path(cert_dir))
-        app = admission_app(default_settings(), Metrics(), configmaps=None, certificates=certificates)
+        app = admission_app(default_settings(), Metrics(), certificates=certificates)
         web.run_app(
             app,
             host="127.0.0.1",

@@ -163,7 +163,7 @@ async def main() -> int:
         say(f"certificates: CA and ECDSA P-256 serving pair in {cert_dir} (ca.crt, tls.crt, tls.key)")
         certificates = ServingCertificates(cert_dir)
         metrics = Metrics()
-        app = admission_app(Settings(), metrics, configmaps=None, certificates=certificates)
+        app = admission_app(Settings(), metrics, certificates=certificates)
         runner = web.AppRunner(app, access_log=None)
         await runner.setup()
         site = web.TCPSite(runner, "127.0.0.1", 0, ssl_context=certificates.ssl_context())

@@ -164,7 +164,7 @@ def _run_workers(options: ServeOptions) -> int:
 
 
 async def _connect(options: ServeOptions) -> Any:
-    """An API client, or None (admission still runs; the ConfigMap is left to the controller)."""
+    """An API client, or None (admission still runs; the controller needs one and does not start)."""
     from webhook.kube import connect
 
     try:
@@ -202,7 +202,7 @@ async def run_worker(options: ServeOptions, *, primary: bool, stop: asyncio.Even
     from certs import ServingCertificates
     from webhook.kube import KubeRepository
     from webhook.metrics import Metrics
-    from webhook.server import ConfigMapWriter, admission_app
+    from webhook.server import admission_app
 
     settings = load_options_settings(options)
     stop = stop or asyncio.Event()
@@ -218,7 +218,7 @@ async def run_worker(options: ServeOptions, *, primary: bool, stop: asyncio.Even
     if api is not None:
         repository = KubeRepository(api, metrics)
     else:
-        log.warning("event=configmap_creation_disabled reason=no_api_server")
+        log.warning("event=controller_disabled reason=no_api_server detail=no rank-table ConfigMaps or tables")
     if options.self_signed_secret and primary:
         if repository is None:
             raise CommandError("--self-signed-secret: needs an API server (in-cluster config or --kubeconfig)")
@@ -227,11 +227,10 @@ async def run_worker(options: ServeOptions, *, primary: bool, stop: asyncio.Even
     certificates = ServingCertificates(options.cert_dir)
     if not certificates.loaded:
         log.warning("event=no_certificate cert_dir=%s action=not_ready_until_tls_files_appear", options.cert_dir)
-    configmaps: ConfigMapWriter | None = repository
     tasks.append(asyncio.create_task(certificates.watch(10.0), name="certificate-watch"))
     runners: list[web.AppRunner] = []
     admission = web.AppRunner(
-        admission_app(settings, metrics, configmaps=configmaps, certificates=certificates),
+        admission_app(settings, metrics, certificates=certificates),
         access_log=None,
         shutdown_timeout=SHUTDOWN_GRACE_S,
     )

@@ -1,7 +1,8 @@
 """The rank-table controller: from placed, annotated pods to a completed (and routed) `jobstart_hccl.json`.
 
 Informers (list + watch, resume from resourceVersion, relist on 410 Gone, bookmarks, backoff) keep caches of
-labelled Volcano Jobs, their pods, the rank-table ConfigMaps, Nodes and (when the CRD exists) HyperNodes. Changes
+labelled Volcano Jobs, their pods, the rank-table ConfigMaps, Nodes and (when the CRD exists) HyperNodes. A Job
+without its ConfigMap gets one at once, owned by the Job, from a queue of its own (`create_configmap`). Changes
 enqueue the job in a debounced work queue; `reconcile` reads the placement, plans, and writes the ConfigMap in one
 resourceVersion-guarded update. Only the Lease holder runs it (see `webhook.leader`).
 """
@@ -59,6 +60,7 @@ from webhook.rank_configmap import (
     state_record,
 )
 from webhook.settings import (
+    RANK_TABLE_WRITER_ANNOTATION,
     RING_LABEL,
     ROUTE_PLAN_ANNOTATION,
     ROUTE_PLAN_ENV,
@@ -76,6 +78,8 @@ BACKOFF_S = (0.2, 30.0)
 """Retry delay after API errors: starts at the first, doubles up to the second."""
 MAX_DEBOUNCE_FACTOR = 10
 """A job that keeps changing is still reconciled at least every MAX_DEBOUNCE_FACTOR x debounce."""
+VOLCANO_PLUGIN_WRITER = "volcano-plugin"
+"""`ringroute.io/rank-table-writer` value of jobs whose table the vendor's Volcano plugin writes."""
 
 Obj = dict[str, Any]
 
@@ -253,6 +257,23 @@ def npu_task_replicas(job: Mapping[str, Any], resource_name: str) -> tuple[int, 
                 total += int(task.get("replicas", 1) or 0)
                 break
     return total, names
+
+
+def rank_table_profile(job: Mapping[str, Any], settings: Settings) -> AcceleratorProfile | None:
+    """The profile of a job whose rank-table ConfigMap ringroute writes; None when it writes nothing for it.
+
+    Nothing for a job being deleted, of an unknown label value, without NPU pods, or whose table the vendor's
+    Volcano plugin writes (annotation `ringroute.io/rank-table-writer: volcano-plugin`).
+    """
+    meta = job.get("metadata") or {}
+    profile = settings.profile((meta.get("labels") or {}).get(RING_LABEL))
+    if profile is None or meta.get("deletionTimestamp"):
+        return None
+    if (meta.get("annotations") or {}).get(RANK_TABLE_WRITER_ANNOTATION) == VOLCANO_PLUGIN_WRITER:
+        return None
+    if npu_task_replicas(job, profile.resource_name)[0] == 0:
+        return None
+    return profile
 
 
 def wants_route_plan(job: Mapping[str, Any]) -> bool:
@@ -481,6 +502,9 @@ class Controller:
         self.queue = DebouncedQueue(
             settings.controller.debounce_s, settings.controller.debounce_s * MAX_DEBOUNCE_FACTOR
         )
+        # ConfigMap creation has its own queue, without debounce, so that it never waits behind planning.
+        self.creations = DebouncedQueue(0.0, 0.0)
+        self._create_failures: dict[str, int] = {}
         self.jobs = Informer(repo, JOBS, self._on_job, namespace, RING_LABEL)
         self.pods = Informer(repo, PODS, self._on_pod, namespace, POD_SELECTOR)
         self.configmaps = Informer(repo, CONFIGMAPS, self._on_configmap, namespace, RING_LABEL)
@@ -499,8 +523,12 @@ class Controller:
         key = _key(job)
         if event_type == "DELETED":
             self._memory.pop(key, None)
+            self._create_failures.pop(key, None)
             return
         self.queue.add(key)
+        configmap_key = self._configmap_key(job)
+        if configmap_key is not None and configmap_key not in self.configmaps.store:
+            self.creations.add(key, 0.0)
 
     def _on_pod(self, event_type: str, pod: Obj, old: Obj | None) -> None:
         meta = pod.get("metadata") or {}
@@ -564,6 +592,8 @@ class Controller:
             )
             for job_key in self.jobs.store:
                 self.queue.add(job_key, 0.0)
+            for n in range(self.settings.controller.configmap_create_workers):
+                tasks.append(asyncio.create_task(self._create_worker(), name=f"create-{n}"))
             for n in range(self.workers):
                 tasks.append(asyncio.create_task(self._worker(), name=f"reconcile-{n}"))
             tasks.append(asyncio.create_task(self._sweep_orphans_forever(), name="orphans"))
@@ -607,6 +637,68 @@ class Controller:
         memory.failures += 1
         return float(min(BACKOFF_S[0] * 2.0 ** (memory.failures - 1), BACKOFF_S[1]))
 
+    # -- ConfigMap creation ----------------------------------------------------------------------------------
+
+    def _configmap_key(self, job: Mapping[str, Any]) -> str | None:
+        """Cache key of the job's rank-table ConfigMap (None when ringroute writes none for this job)."""
+        profile = rank_table_profile(job, self.settings)
+        if profile is None:
+            return None
+        meta = job.get("metadata") or {}
+        return f"{meta.get('namespace')}/{profile.configmap_name(str(meta.get('name')))}"
+
+    async def _create_worker(self) -> None:
+        while True:
+            key = await self.creations.get()
+            retry: float | None = None
+            try:
+                retry = await self.create_configmap(key)
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                retry = self._create_backoff(key)
+                log.exception("event=configmap-create-crashed job=%s retry_s=%.2f", key, retry)
+            finally:
+                self.creations.done(key)
+            if retry is not None:
+                self.creations.add(key, retry)
+
+    def _create_backoff(self, key: str) -> float:
+        failures = self._create_failures[key] = self._create_failures.get(key, 0) + 1
+        return float(min(BACKOFF_S[0] * 2.0 ** (failures - 1), BACKOFF_S[1]))
+
+    async def create_configmap(self, key: str) -> float | None:
+        """Create the job's "initializing" ConfigMap, owned by the Job, if it has none; returns a retry delay.
+
+        An existing ConfigMap is never touched here: a 409 hands the job to `reconcile`, which adopts it or
+        leaves it. Pods do not matter: they wait on the ConfigMap volume until it exists.
+        """
+        job = self.jobs.store.get(key)
+        if job is None or not self.is_leader():
+            return None
+        configmap_key = self._configmap_key(job)
+        if configmap_key is None or configmap_key in self.configmaps.store:
+            return None
+        profile = rank_table_profile(job, self.settings)
+        assert profile is not None
+        body = initial_configmap(job, profile, self.settings)
+        try:
+            written = await self.repo.create_object(CONFIGMAPS, body)
+        except ConflictError:
+            self.metrics.configmap_creates.labels("exists").inc()
+            self.queue.add(key, 0.0)
+            return None
+        except KubeError as exc:
+            self.metrics.configmap_creates.labels("error").inc()
+            retry = self._create_backoff(key)
+            log.warning("event=configmap-create-failed job=%s error=%s retry_s=%.2f", key, exc, retry)
+            return retry
+        self._create_failures.pop(key, None)
+        self.configmaps.store[_key(written)] = written
+        self.metrics.configmap_creates.labels("created").inc()
+        log.info("event=configmap-created job=%s configmap=%s", key, _key(written))
+        return None
+
     # -- reconcile -------------------------------------------------------------------------------------------
 
     async def reconcile(self, key: str) -> float | None:
@@ -618,12 +710,10 @@ class Controller:
         if job is None:
             return None
         meta = job.get("metadata") or {}
-        profile = self.settings.profile((meta.get("labels") or {}).get(RING_LABEL))
-        if profile is None or meta.get("deletionTimestamp"):
+        profile = rank_table_profile(job, self.settings)
+        if profile is None:
             return None
         expected, task_order = npu_task_replicas(job, profile.resource_name)
-        if expected == 0:
-            return None
         namespace, name = str(meta.get("namespace")), str(meta.get("name"))
         uid = str(meta.get("uid", ""))
         version_value = (job.get("status") or {}).get("version")
@@ -848,11 +938,15 @@ class Controller:
                 merged[k] = v
         meta["annotations"] = merged
         if owner is not None and not _owned(body, owner):
+            # A reference to an earlier Job of the same name goes; other owners stay.
             others = [
                 o
                 for o in meta.get("ownerReferences") or []
                 if not (o.get("kind") == owner["kind"] and o.get("name") == owner["name"])
             ]
+            if any(o.get("controller") for o in others):
+                # The API server allows one controller reference; the Job still owns it for garbage collection.
+                owner = {**owner, "controller": False}
             meta["ownerReferences"] = [*others, owner]
         body["data"] = data
         if binary_data:
@@ -863,7 +957,7 @@ class Controller:
             try:
                 written = await self.repo.create_object(CONFIGMAPS, body)
             except ConflictError:
-                # Created meanwhile (admission, a user): read it and reconcile against it.
+                # Created meanwhile (the creation queue, an older release's webhook, a user): reconcile against it.
                 fresh = await self.repo.get_configmap(meta["namespace"], meta["name"])
                 if fresh is not None:
                     self.configmaps.store[_key(fresh)] = fresh
@@ -991,6 +1085,7 @@ async def run_controller(
 
 
 __all__ = [
+    "VOLCANO_PLUGIN_WRITER",
     "Controller",
     "DebouncedQueue",
     "Informer",
@@ -999,6 +1094,7 @@ __all__ = [
     "pending_summary",
     "placement_fingerprint",
     "plan_table",
+    "rank_table_profile",
     "run_controller",
     "wants_route_plan",
 ]

@@ -1,4 +1,4 @@
-"""Kubernetes I/O of ringroute: the only module that talks to the API server (admission and controller share it).
+"""Kubernetes I/O of ringroute: the only module that talks to the API server (controller, leader, certificates).
 
 Objects travel as plain camelCase dicts (what the API server sends), parsed with orjson: the generated model
 classes of kubernetes_asyncio are slow for thousands of pods and the planner reads dicts anyway.
@@ -312,14 +312,6 @@ class KubeRepository:
         return any(r.get("name") == kind.plural for r in result.get("resources") or [])
 
     # -- ConfigMaps ------------------------------------------------------------------------------------------
-
-    async def ensure_configmap(self, body: dict[str, Any]) -> Literal["created", "exists"]:
-        """Create the rank-table ConfigMap unless it exists (admission; other errors raise KubeError)."""
-        try:
-            await self.create_object(CONFIGMAPS, body)
-        except ConflictError:
-            return "exists"
-        return "created"
 
     async def get_configmap(self, namespace: str, name: str) -> dict[str, Any] | None:
         """A ConfigMap, or None."""

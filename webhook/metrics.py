@@ -54,7 +54,7 @@ class Metrics:
             "configmap_creates",
             Counter(
                 "ringroute_configmap_creates_total",
-                "Rank-table ConfigMap creations at admission, by outcome.",
+                "Rank-table ConfigMaps the controller created for new Jobs, by outcome (created, exists, error).",
                 ["outcome"],
                 registry=r,
             ),

@@ -1,6 +1,6 @@
 """The rank-table ConfigMap `configmap1980-<job>`: its initial body, its completed data, and the size check.
 
-Pure functions of the job, the profile and rendered planner output; the controller and admission do the I/O.
+Pure functions of the job, the profile and rendered planner output; the controller does the I/O.
 """
 
 from __future__ import annotations
@@ -90,7 +90,8 @@ def data_size(data: Mapping[str, str], binary_data: Mapping[str, str]) -> int:
 
 
 def job_owner_reference(job: Mapping[str, Any]) -> dict[str, Any] | None:
-    """ownerReference to the Volcano Job (None before the job has a UID, e.g. at admission)."""
+    """Controller ownerReference to the Volcano Job, so the garbage collector deletes the ConfigMap with it
+    (None for a job without a UID, i.e. one not stored yet)."""
     meta = job.get("metadata") or {}
     uid = meta.get("uid")
     if not uid:
@@ -100,8 +101,8 @@ def job_owner_reference(job: Mapping[str, Any]) -> dict[str, Any] | None:
         "kind": job.get("kind") or "Job",
         "name": meta.get("name", ""),
         "uid": uid,
-        "controller": False,
-        "blockOwnerDeletion": False,
+        "controller": True,
+        "blockOwnerDeletion": True,
     }
 
 

@@ -2,16 +2,16 @@
 
 Two error channels: a broken request is an HTTP 4xx; a rejected job is HTTP 200 with `allowed: false`.
 Nothing a client sends produces a 500: a failure in our own code denies on /jobs/validate and admits without a
-patch on /jobs/mutate, logged and counted.
+patch on /jobs/mutate, logged and counted. Admission has no side effects (`sideEffects: None`): it writes nothing
+to the API server; the controller creates the rank-table ConfigMap once the Job is stored.
 """
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping
-from typing import TYPE_CHECKING, Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal
 
 import orjson
 from aiohttp import web
@@ -21,8 +21,7 @@ from webhook.admission_types import AdmissionRequest, AdmissionResponse, Admissi
 from webhook.metrics import Metrics
 from webhook.mutation import encode_patch, mutate_update, mutate_view
 from webhook.policy import classify, existing_violations, validate
-from webhook.policy.jobview import JobView, read_job
-from webhook.rank_configmap import initial_configmap
+from webhook.policy.jobview import read_job
 from webhook.settings import RING_LABEL, Settings
 
 if TYPE_CHECKING:
@@ -39,12 +38,8 @@ REVIEW_API_VERSION = "admission.k8s.io/v1"
 Endpoint = Literal["validate", "mutate"]
 
 
-class ConfigMapWriter(Protocol):
-    """Creates the rank-table ConfigMap (implemented by `webhook.kube.KubeRepository`)."""
-
-    async def ensure_configmap(self, body: dict[str, Any]) -> str:
-        """Create `body`; "created", or "exists" when it is already there; raises on other API errors."""
-        ...
+ConfigMapWriter = object
+"""Accepted and ignored by `admission_app(configmaps=...)` until its last callers stop passing it."""
 
 
 class BadReviewError(ValueError):
@@ -113,21 +108,12 @@ def _review(uid: str, response: AdmissionResponse) -> AdmissionReview:
 
 
 class AdmissionHandlers:
-    """The aiohttp handlers, holding the settings, metrics and the ConfigMap writer."""
+    """The aiohttp handlers, holding the settings, metrics and serving certificates."""
 
-    def __init__(
-        self,
-        settings: Settings,
-        metrics: Metrics,
-        configmaps: ConfigMapWriter | None,
-        certificates: ServingCertificates | None,
-    ) -> None:
+    def __init__(self, settings: Settings, metrics: Metrics, certificates: ServingCertificates | None) -> None:
         self.settings = settings
         self.metrics = metrics
-        self.configmaps = configmaps
         self.certificates = certificates
-        self._background: set[asyncio.Task[Any]] = set()
-        self._warned_no_api = False
 
     async def _read_review(self, request: web.Request) -> AdmissionReview | web.Response:
         if request.content_length is not None and request.content_length > MAX_BODY_BYTES:
@@ -230,66 +216,12 @@ class AdmissionHandlers:
         except Exception:
             log.exception("event=mutation_failed uid=%s", admission.get("uid"))
             return {"allowed": True}, "error"
-        if admission.get("operation") == "CREATE":
-            await self._ensure_configmap(admission, view)
         response: AdmissionResponse = {"allowed": True}
         if patch is not None:
             response["patch"] = patch
             response["patchType"] = "JSONPatch"
             return response, "patched"
         return response, "allowed"
-
-    async def _ensure_configmap(self, admission: AdmissionRequest, view: JobView) -> None:
-        """Create the rank-table ConfigMap, bounded in time; the controller creates it later if this fails."""
-        if view.profile is None or view.configmap_name is None:
-            return
-        if admission.get("dryRun"):
-            self.metrics.configmap_creates.labels("skipped_dry_run").inc()
-            return
-        if self.configmaps is None:
-            self.metrics.configmap_creates.labels("skipped_no_api").inc()
-            if not self._warned_no_api:
-                # Once per process: `ringroute serve` already said there is no API server.
-                self._warned_no_api = True
-                log.warning("event=configmap_skipped reason=no_api_server configmap=%s", view.configmap_name)
-            return
-        try:
-            body = _initial_configmap(view, admission, self.settings)
-        except Exception:
-            log.exception("event=configmap_body_failed configmap=%s", view.configmap_name)
-            self.metrics.configmap_creates.labels("error").inc()
-            return
-        task = asyncio.create_task(self.configmaps.ensure_configmap(body))
-        self._background.add(task)
-        task.add_done_callback(self._configmap_done(view.configmap_name, body))
-        done, _ = await asyncio.wait({task}, timeout=self.settings.configmap_create_timeout_s)
-        if not done:
-            # Keep it running: a slow API server still gets the ConfigMap, admission does not wait for it.
-            self.metrics.configmap_creates.labels("timeout").inc()
-            log.warning(
-                "event=configmap_create_slow configmap=%s timeout_s=%s",
-                view.configmap_name,
-                self.settings.configmap_create_timeout_s,
-            )
-
-    def _configmap_done(self, name: str, body: Mapping[str, Any]) -> Callable[[asyncio.Task[Any]], None]:
-        namespace = (body.get("metadata") or {}).get("namespace")
-
-        def done(task: asyncio.Task[Any]) -> None:
-            self._background.discard(task)
-            if task.cancelled():
-                self.metrics.configmap_creates.labels("cancelled").inc()
-                return
-            exc = task.exception()
-            if exc is not None:
-                self.metrics.configmap_creates.labels("error").inc()
-                log.warning("event=configmap_create_failed configmap=%s/%s error=%r", namespace, name, exc)
-                return
-            outcome = str(task.result())
-            self.metrics.configmap_creates.labels(outcome).inc()
-            log.info("event=configmap_%s configmap=%s/%s", outcome, namespace, name)
-
-        return done
 
     async def healthz(self, request: web.Request) -> web.Response:
         """GET /healthz: the process answers."""
@@ -305,11 +237,6 @@ class AdmissionHandlers:
         """GET /metrics: Prometheus text format."""
         return web.Response(body=generate_latest(self.metrics.registry), headers={"Content-Type": CONTENT_TYPE_LATEST})
 
-    async def drain(self) -> None:
-        """Wait briefly for background ConfigMap creations (on shutdown)."""
-        if self._background:
-            await asyncio.wait(set(self._background), timeout=self.settings.configmap_create_timeout_s)
-
 
 def _old_object(admission: AdmissionRequest) -> Mapping[str, Any] | None:
     """The stored object of an UPDATE (None on CREATE, or when the request does not carry it)."""
@@ -324,17 +251,6 @@ def _job_name(job: Mapping[str, Any]) -> Any:
     return metadata.get("name") if isinstance(metadata, Mapping) else None
 
 
-def _initial_configmap(view: JobView, admission: AdmissionRequest, settings: Settings) -> dict[str, Any]:
-    assert view.profile is not None
-    job = dict(view.job)
-    metadata = dict(view.job.get("metadata") or {})
-    if not metadata.get("namespace") and admission.get("namespace"):
-        # Objects created with `kubectl create -n NS` may omit metadata.namespace; the request carries it.
-        metadata["namespace"] = admission.get("namespace")
-    job["metadata"] = metadata
-    return initial_configmap(job, view.profile, settings)
-
-
 HANDLERS_KEY = web.AppKey("admission_handlers", AdmissionHandlers)
 
 
@@ -342,11 +258,14 @@ def admission_app(
     settings: Settings,
     metrics: Metrics,
     *,
-    configmaps: ConfigMapWriter | None,
     certificates: ServingCertificates | None,
+    configmaps: ConfigMapWriter | None = None,
 ) -> web.Application:
-    """The admission aiohttp application: /jobs/validate, /jobs/mutate, /healthz, /readyz, /metrics."""
-    handlers = AdmissionHandlers(settings, metrics, configmaps, certificates)
+    """The admission aiohttp application: /jobs/validate, /jobs/mutate, /healthz, /readyz, /metrics.
+
+    `configmaps` is ignored: admission creates nothing (the controller creates the rank-table ConfigMap).
+    """
+    handlers = AdmissionHandlers(settings, metrics, certificates)
     app = web.Application(client_max_size=MAX_BODY_BYTES)
     app[HANDLERS_KEY] = handlers
     app.router.add_post("/jobs/validate", handlers.validate)
@@ -354,11 +273,6 @@ def admission_app(
     app.router.add_get("/healthz", handlers.healthz)
     app.router.add_get("/readyz", handlers.readyz)
     app.router.add_get("/metrics", handlers.metrics_page)
-
-    async def drain(_: web.Application) -> None:
-        await handlers.drain()
-
-    app.on_shutdown.append(drain)
     return app
 
 

@@ -181,6 +181,8 @@ class ControllerSettings:
     """Delete ConfigMaps ringroute created for jobs that never appeared after this long."""
     pending_event_interval_s: float = 10.0
     """Minimum seconds between two RankTablePending Events of one job (posted only when the message changed)."""
+    configmap_create_workers: int = 4
+    """Concurrent creations of rank-table ConfigMaps for new Jobs (a burst of jobs is served this many at a time)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -236,8 +238,6 @@ class Settings:
     controller: ControllerSettings = ControllerSettings()
     extender: ExtenderSettings = ExtenderSettings()
     volcano: VolcanoSettings = VolcanoSettings()
-    configmap_create_timeout_s: float = 2.0
-    """Admission gives up creating the ConfigMap after this long (the controller creates it later)."""
 
     def profile(self, label_value: str | None) -> AcceleratorProfile | None:
         """The profile selected by a `ring-controller.cce` label value, if any."""
@@ -398,6 +398,8 @@ def _check(settings: Settings) -> None:
         raise SettingsError("settings.controller.orphanGraceS: must be positive (seconds)")
     if settings.controller.pending_event_interval_s < 0:
         raise SettingsError("settings.controller.pendingEventIntervalS: must be zero or more (seconds)")
+    if settings.controller.configmap_create_workers < 1:
+        raise SettingsError("settings.controller.configmapCreateWorkers: must be at least 1")
     if settings.extender.max_body_mib < 1:
         raise SettingsError("settings.extender.maxBodyMib: must be at least 1 (MiB)")
     if settings.extender.job_memory_ttl_s <= 0:

@@ -1,7 +1,8 @@
 """The controller's Kubernetes I/O against a real kube-apiserver (kind, k3d, ...).
 
 Needs RINGROUTE_E2E_KUBECONFIG; creates and deletes a namespace `ringroute-e2e-<random>`. Volcano is not needed:
-the test uses ConfigMaps, Events and Leases, which every API server serves.
+the test uses ConfigMaps (also as owners, for the garbage collector), Events and Leases, which every API server
+serves.
 """
 
 from __future__ import annotations
@@ -27,8 +28,9 @@ async def test_configmap_guarded_update_events_and_lease_against_a_real_api_serv
     await repo._call("create namespaces", "POST", "/api/v1/namespaces", body={"metadata": {"name": namespace}})
     try:
         body = {"metadata": {"name": "configmap1980-e2e", "namespace": namespace}, "data": {"a": "1"}}
-        assert await repo.ensure_configmap(body) == "created"
-        assert await repo.ensure_configmap(body) == "exists"
+        await repo.create_object(CONFIGMAPS, body)
+        with pytest.raises(ConflictError, match="already exists"):
+            await repo.create_object(CONFIGMAPS, body)
         current = await repo.get_configmap(namespace, "configmap1980-e2e")
         assert current is not None
         stale = dict(current)
@@ -41,6 +43,26 @@ async def test_configmap_guarded_update_events_and_lease_against_a_real_api_serv
         items, resource_version = await repo.list_objects(CONFIGMAPS, namespace)
         assert resource_version
         assert any(i["metadata"]["name"] == "configmap1980-e2e" for i in items)
+
+        # The garbage collector the fake API server emulates: a controller-owned dependent goes with its owner.
+        owner = await repo.create_object(CONFIGMAPS, {"metadata": {"name": "owner", "namespace": namespace}})
+        reference = {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "name": "owner",
+            "uid": owner["metadata"]["uid"],
+            "controller": True,
+            "blockOwnerDeletion": True,
+        }
+        await repo.create_object(
+            CONFIGMAPS, {"metadata": {"name": "dependent", "namespace": namespace, "ownerReferences": [reference]}}
+        )
+        await repo.delete_object(CONFIGMAPS, namespace, "owner")
+        for _ in range(300):
+            if await repo.get_configmap(namespace, "dependent") is None:
+                break
+            await asyncio.sleep(0.1)
+        assert await repo.get_configmap(namespace, "dependent") is None, "collected within 30 s"
 
         elector = LeaderElector(
             repo,
