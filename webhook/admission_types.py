@@ -7,7 +7,7 @@ come from a client (`total=False` everywhere: any key may be missing).
 from __future__ import annotations
 
 import uuid
-from typing import Any, Literal, TypedDict
+from typing import Any, Literal, NotRequired, TypedDict
 
 
 class GroupVersionKind(TypedDict, total=False):
@@ -196,11 +196,11 @@ class VolcanoJob(TypedDict, total=False):
 
 
 class JsonPatchOperation(TypedDict):
-    """One RFC 6902 operation as serialised in `response.patch`."""
+    """One RFC 6902 operation as serialised in `response.patch` (`remove` carries no value)."""
 
     op: str
     path: str
-    value: Any
+    value: NotRequired[Any]
 
 
 JOBS_RESOURCE = ("batch.volcano.sh", "v1alpha1", "jobs")

@@ -1,10 +1,16 @@
 """Admission mutation: the JSON Patch that gives a labelled Volcano Job what its NPU pods need.
 
-Pure: a function of the job as received and the settings. Ops are `add` (which also replaces an existing
-member, used only to wrap `command` and to fill an empty `schedulerName`), computed against the incoming
-object as plain dicts and serialised once at the end. Running the mutator on its own output yields no ops.
+Pure: a function of the job as received, the settings and the cluster facts passed in (`ClusterFacts`). Ops are
+`add` (which also replaces an existing member, used to wrap `command`, to fill an empty `schedulerName` and to
+correct ringroute's own annotations), plus one `remove`: the vendor fork's `configmap1980` job plugin, which
+open-source Volcano refuses. They are computed against the incoming object as plain dicts and serialised once at
+the end. Running the mutator on its own output yields no ops.
 
-On UPDATE (`mutate_update`) only a job ringroute admitted is patched, and only with what the stored object
+On CREATE the mutation also decides who writes the rank table (`ringroute.io/rank-table-writer`), requests
+Volcano's network-topology-aware scheduling for route-planned jobs when the cluster has HyperNodes, and tells
+the scheduler extender the gang size (`ringroute.io/npu-pods` on the NPU pod templates).
+
+On UPDATE (`plan_update`) only a job ringroute admitted is patched, and only with what the stored object
 already has: Volcano's own webhook lets an update change nothing in `spec` but `minAvailable` and `replicas`,
 and a server-side apply that omits the fields injected on CREATE removes them.
 """
@@ -33,11 +39,23 @@ from webhook.policy.jobview import (
     unwrap_launcher,
 )
 from webhook.policy.route_plan import HOSTNAME_KEY, has_hostname_anti_affinity
+from webhook.policy.volcano import PLUGIN_WRITER, RINGROUTE_WRITER, Writer, plugins_of, rank_table_writer
+from webhook.policy.volcano_release import VENDOR_CONFIGMAP_PLUGIN
 from webhook.rank_configmap import LAUNCHER_KEY
-from webhook.settings import INJECTED_ANNOTATION, RING_LABEL, AcceleratorProfile, HostPathVolume, Settings
+from webhook.settings import (
+    INJECTED_ANNOTATION,
+    NETWORK_TOPOLOGY_RELEASE,
+    NPU_PODS_ANNOTATION,
+    RANK_TABLE_WRITER_ANNOTATION,
+    RING_LABEL,
+    AcceleratorProfile,
+    HostPathVolume,
+    Settings,
+    volcano_release,
+)
 
 PatchOp = JsonPatchOperation
-"""One RFC 6902 operation, a plain dict `{"op": "add", "path": ..., "value": ...}`."""
+"""One RFC 6902 operation, a plain dict `{"op": "add", "path": ..., "value": ...}` (or `{"op": "remove", "path"}`)."""
 
 CONFIG_VOLUME = "ringroute-config"
 """Name of the injected rank-table ConfigMap volume."""
@@ -53,10 +71,13 @@ INJECTED_ANTI_AFFINITY = "anti-affinity"
 INJECTED_TASK_LABEL = "task-label"
 INJECTED_SCHEDULER = "scheduler-name"
 INJECTED_LAUNCHER = "launcher"
+INJECTED_NPU_PODS = "npu-pods"
+INJECTED_NETWORK_TOPOLOGY = "network-topology"
+REMOVED_VENDOR_PLUGIN = "configmap1980-plugin-removed"
 
 _REQUIRED = "requiredDuringSchedulingIgnoredDuringExecution"
 _ANNOTATION_POINTER = "/metadata/annotations/" + escape_pointer(INJECTED_ANNOTATION)
-_TASK_LABEL_KEY = escape_pointer(RING_LABEL)
+_PLUGIN_POINTER = "/spec/plugins/" + escape_pointer(VENDOR_CONFIGMAP_PLUGIN)
 _FIELD_ENV = (("POD_NAME", "metadata.name"), ("POD_IP", "status.podIP"), ("HOST_IP", "status.hostIP"))
 _MISSING: Any = object()
 
@@ -64,6 +85,31 @@ _MISSING: Any = object()
 def add(path: str, value: Any) -> PatchOp:
     """An RFC 6902 `add` operation."""
     return {"op": "add", "path": path, "value": value}
+
+
+def remove(path: str) -> PatchOp:
+    """An RFC 6902 `remove` operation."""
+    return {"op": "remove", "path": path}
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterFacts:
+    """What admission knows of the cluster, found out by `ringroute serve` (nothing without an API server)."""
+
+    hypernodes: bool = False
+    """The cluster has Volcano HyperNode objects, so Volcano (1.12+) can keep a job within a network tier."""
+
+
+NO_FACTS = ClusterFacts()
+"""No API server: `networkTopology.inject: auto` requests nothing."""
+
+
+@dataclass(frozen=True, slots=True)
+class Mutation:
+    """The patch of one admission request, and what the AdmissionResponse warns the user about."""
+
+    ops: list[PatchOp] = field(default_factory=list)
+    warnings: tuple[str, ...] = ()
 
 
 def pointer(*tokens: str | int) -> str:
@@ -175,7 +221,33 @@ def _launcher_command(command: Sequence[Any], directory: str) -> list[Any] | Non
     return ["/bin/sh", f"{directory.rstrip('/')}/{LAUNCHER_KEY}", "--", *command]
 
 
-def _mutate_task(view: JobView, task: TaskView, needs: _ProfileNeeds, configmap: str, patch: _Patch) -> None:
+@dataclass(frozen=True, slots=True)
+class _Plan:
+    """Job-level decisions: from the settings and cluster facts on CREATE, from the stored object on UPDATE."""
+
+    writer: Writer | None
+    """`ringroute.io/rank-table-writer` to set (None: leave the annotation alone)."""
+    remove_plugin: bool
+    """Remove `configmap1980` from spec.plugins."""
+    topology: Mapping[str, Any] | None
+    """spec.networkTopology to add when the job has none."""
+    npu_pods: tuple[str | None, ...] | str | None
+    """`ringroute.io/npu-pods` for every NPU template (CREATE), or per task index as stored (UPDATE)."""
+    replace_npu_pods: bool
+    """Correct a different `ringroute.io/npu-pods` value (CREATE), or only add a missing one (UPDATE)."""
+    mount_configmap: bool
+    """Mount the rank-table ConfigMap (not when the vendor plugin writes it: it mounts its own)."""
+
+    def npu_pods_of(self, index: int) -> str | None:
+        """The npu-pods annotation of task `index`."""
+        if isinstance(self.npu_pods, tuple):
+            return self.npu_pods[index] if index < len(self.npu_pods) else None
+        return self.npu_pods
+
+
+def _mutate_task(
+    view: JobView, task: TaskView, needs: _ProfileNeeds, configmap: str, *, plan: _Plan, index: int, patch: _Patch
+) -> None:
     spec_ptr = f"{task.pointer}/template/spec"
     # Names mounted by any container count as taken even without a volume: reusing one would change a mount.
     taken = set(task.volumes_by_name)
@@ -209,7 +281,7 @@ def _mutate_task(view: JobView, task: TaskView, needs: _ProfileNeeds, configmap:
         new_mounts: list[dict[str, Any]] = []
         if directory is None:
             directory = needs.mount_path
-            if needs.mount_dir not in mount_dirs:
+            if plan.mount_configmap and needs.mount_dir not in mount_dirs:
                 new_mounts.append({"name": config_volume, "mountPath": directory})
                 needs_config_volume = True
                 patch.injected.add(INJECTED_CONFIG_VOLUME)
@@ -257,17 +329,29 @@ def _mutate_task(view: JobView, task: TaskView, needs: _ProfileNeeds, configmap:
     if view.name and not has_hostname_anti_affinity(task):
         _add_anti_affinity(task, spec_ptr, view.name, patch)
 
+    _mutate_template_metadata(task, needs, plan, index, patch)
+
+
+def _mutate_template_metadata(task: TaskView, needs: _ProfileNeeds, plan: _Plan, index: int, patch: _Patch) -> None:
+    """The task label and the npu-pods annotation, in one add when the template has no metadata."""
     template_meta = task.template.get("metadata")
     labels = as_mapping(template_meta).get("labels")
-    if RING_LABEL not in as_mapping(labels):
-        if isinstance(template_meta, Mapping):
-            patch.extend_map(
-                f"{task.pointer}/template/metadata/labels", labels, {RING_LABEL: needs.label_value}, INJECTED_TASK_LABEL
-            )
-        else:
-            patch.add(
-                f"{task.pointer}/template/metadata", {"labels": {RING_LABEL: needs.label_value}}, INJECTED_TASK_LABEL
-            )
+    annotations = as_mapping(template_meta).get("annotations")
+    new_labels = {} if RING_LABEL in as_mapping(labels) else {RING_LABEL: needs.label_value}
+    npu_pods = plan.npu_pods_of(index)
+    present = as_mapping(annotations).get(NPU_PODS_ANNOTATION, _MISSING)
+    new_annotations: dict[str, Any] = {}
+    if npu_pods is not None and present != npu_pods and (plan.replace_npu_pods or present is _MISSING):
+        new_annotations[NPU_PODS_ANNOTATION] = npu_pods
+    meta_ptr = f"{task.pointer}/template/metadata"
+    if not isinstance(template_meta, Mapping):
+        value = {k: v for k, v in (("labels", new_labels), ("annotations", new_annotations)) if v}
+        if value:
+            patch.ops.append(add(meta_ptr, value))
+            patch.injected.update({"labels": INJECTED_TASK_LABEL, "annotations": INJECTED_NPU_PODS}[k] for k in value)
+        return
+    patch.extend_map(f"{meta_ptr}/labels", labels, new_labels, INJECTED_TASK_LABEL)
+    patch.extend_map(f"{meta_ptr}/annotations", annotations, new_annotations, INJECTED_NPU_PODS)
 
 
 def _add_anti_affinity(task: TaskView, spec_ptr: str, job_name: str, patch: _Patch) -> None:
@@ -308,28 +392,41 @@ def _copy_twin_ops(patch: _Patch, twin: tuple[str, int, int], pointer: str) -> b
     return True
 
 
-def _collect(view: JobView) -> _Patch:
-    """Every op the job lacks, without the annotation that records them."""
+def _mutable(view: JobView) -> bool:
+    """A job the mutation completes: a known profile, a name (the ConfigMap's), and a spec."""
+    return view.profile is not None and view.configmap_name is not None and isinstance(view.job.get("spec"), Mapping)
+
+
+def _collect(view: JobView, plan: _Plan) -> _Patch:
+    """Every op the job lacks, without the annotations that record them."""
     patch = _Patch()
     profile = view.profile
     configmap = view.configmap_name
-    if profile is None or configmap is None or not isinstance(view.job.get("spec"), Mapping):
+    if profile is None or configmap is None or not _mutable(view):
         return patch
     needs = _needs(profile)
+    if plan.remove_plugin and VENDOR_CONFIGMAP_PLUGIN in plugins_of(view):
+        patch.ops.append(remove(_PLUGIN_POINTER))
+        patch.injected.add(REMOVED_VENDOR_PLUGIN)
     # Jobs often repeat one pod template in many tasks (a task per node group or per role): a task whose template
     # serialises to the same JSON as one already walked gets that task's ops, re-rooted and copied.
-    walked: dict[bytes, tuple[str, int, int]] = {}
-    for task in view.npu_tasks:
-        key = _template_key(task)
+    walked: dict[tuple[bytes, str | None], tuple[str, int, int]] = {}
+    for index, task in enumerate(view.tasks):
+        if not task.is_npu:
+            continue
+        template = _template_key(task)
+        key = (template, plan.npu_pods_of(index)) if template is not None else None
         twin = walked.get(key) if key is not None else None
         if twin is not None and _copy_twin_ops(patch, twin, task.pointer):
             continue
         start = len(patch.ops)
-        _mutate_task(view, task, needs, configmap, patch)
+        _mutate_task(view, task, needs, configmap, plan=plan, index=index, patch=patch)
         if key is not None:
             walked[key] = (task.pointer, start, len(patch.ops))
     if view.spec.get("schedulerName") in (None, ""):
         patch.add("/spec/schedulerName", VOLCANO_SCHEDULER, INJECTED_SCHEDULER)
+    if plan.topology is not None and view.spec.get("networkTopology") is None:
+        patch.add("/spec/networkTopology", dict(plan.topology), INJECTED_NETWORK_TOPOLOGY)
     return patch
 
 
@@ -338,48 +435,131 @@ def _recorded(annotations: Mapping[str, Any]) -> set[str]:
     return {item for item in (as_str(annotations.get(INJECTED_ANNOTATION)) or "").split(",") if item}
 
 
-def _with_record(view: JobView, ops: list[PatchOp], record: set[str]) -> list[PatchOp]:
-    """`ops` plus the add that sets the `ringroute.io/injected` annotation to `record`."""
-    value = ",".join(sorted(record))
+def _with_annotations(view: JobView, ops: list[PatchOp], entries: Mapping[str, str]) -> list[PatchOp]:
+    """`ops` plus the add(s) that set the Job annotations `entries` (one add when the job has no annotations)."""
+    if not entries:
+        return ops
     metadata = view.job.get("metadata")
     if not isinstance(metadata, Mapping):
-        ops.append(add("/metadata", {"annotations": {INJECTED_ANNOTATION: value}}))
+        ops.append(add("/metadata", {"annotations": dict(entries)}))
     elif isinstance(metadata.get("annotations"), Mapping):
-        ops.append(add(_ANNOTATION_POINTER, value))
+        ops += [add("/metadata/annotations/" + escape_pointer(k), v) for k, v in entries.items()]
     else:
-        ops.append(add("/metadata/annotations", {INJECTED_ANNOTATION: value}))
+        ops.append(add("/metadata/annotations", dict(entries)))
     return ops
 
 
-def mutate(job: Mapping[str, Any], settings: Settings) -> list[PatchOp]:
-    """The `add` ops that complete a labelled NPU job; [] for jobs of an unknown profile or with nothing missing."""
-    return mutate_view(read_job(job, settings))
+def _topology_request(view: JobView, facts: ClusterFacts) -> Mapping[str, Any] | None:
+    """spec.networkTopology for a route-planned job, when the settings (and, for auto, the cluster) ask for it."""
+    request = view.settings.volcano.network_topology
+    if not view.route_planned or request.inject == "never":
+        return None
+    if request.inject == "auto":
+        release = volcano_release(view.settings.volcano.version)
+        if not facts.hypernodes or (release is not None and release < NETWORK_TOPOLOGY_RELEASE):
+            return None
+    return {"mode": request.mode, "highestTierAllowed": request.highest_tier_allowed}
 
 
-def mutate_view(view: JobView) -> list[PatchOp]:
+def _plugin_warning(view: JobView) -> str:
+    """Why the vendor plugin was removed, for kubectl's `Warning:` line."""
+    configmap = view.configmap_name
+    if view.settings.volcano.configmap_plugin == "installed":
+        why = (
+            f"this job is route-planned, so ringroute writes its rank table {configmap} and the plugin would be a "
+            "second writer"
+        )
+    else:
+        why = (
+            f"open-source Volcano refuses jobs that name this plugin of the cloud vendor's fork (unable to find job "
+            f"plugin); ringroute writes the rank table {configmap} itself"
+        )
+    return f"spec.plugins[{VENDOR_CONFIGMAP_PLUGIN}]: removed by ringroute: {why}"
+
+
+def _finish(view: JobView, patch: _Patch, plan: _Plan, record: set[str], *, update: bool) -> Mutation:
+    """The patch with the Job annotations that record it, and its warnings."""
+    entries: dict[str, str] = {}
+    if plan.writer is not None and view.annotations.get(RANK_TABLE_WRITER_ANNOTATION) != plan.writer:
+        entries[RANK_TABLE_WRITER_ANNOTATION] = plan.writer
+    value = ",".join(sorted(record))
+    if patch.ops and value:
+        entries[INJECTED_ANNOTATION] = value
+    elif update and value and as_str(view.annotations.get(INJECTED_ANNOTATION)) != value:
+        entries[INJECTED_ANNOTATION] = value  # a server-side apply dropped only the annotation
+    removed = any(op["op"] == "remove" for op in patch.ops)
+    warnings = (_plugin_warning(view),) if removed else ()
+    return Mutation(_with_annotations(view, patch.ops, entries), warnings)
+
+
+def plan_create(view: JobView, facts: ClusterFacts = NO_FACTS) -> Mutation:
+    """The patch and warnings of a CREATE: what the job lacks, for a labelled job of a known profile."""
+    if not _mutable(view):
+        return Mutation()
+    writer = rank_table_writer(view, view.settings)
+    plan = _Plan(
+        writer=writer,
+        remove_plugin=writer == RINGROUTE_WRITER,
+        topology=_topology_request(view, facts),
+        npu_pods=str(view.npu_pods) if view.npu_tasks else None,
+        replace_npu_pods=True,
+        mount_configmap=writer == RINGROUTE_WRITER,
+    )
+    patch = _collect(view, plan)
+    return _finish(view, patch, plan, _recorded(view.annotations) | patch.injected, update=False)
+
+
+def plan_update(view: JobView, old: Mapping[str, Any]) -> Mutation:
+    """The patch of an UPDATE from stored object `old` to the job in `view`.
+
+    Nothing unless `old` carries `ringroute.io/injected` or `ringroute.io/rank-table-writer` (ringroute admitted
+    it). Then what the update dropped is put back exactly as `old` has it (a server-side apply that omits the
+    injected fields removes them; a client-side apply that resends the file's `configmap1980` plugin gets it
+    removed again), and nothing `old` does not have is ever added: Volcano rejects updates that change other
+    spec fields. The rank-table writer stays what CREATE decided. A job being deleted is left alone (its
+    updates only remove finalizers).
+    """
+    old_annotations = as_mapping(as_mapping(old.get("metadata")).get("annotations"))
+    old_record = _recorded(old_annotations)
+    old_writer = old_annotations.get(RANK_TABLE_WRITER_ANNOTATION)
+    writer: Writer | None = old_writer if old_writer in (RINGROUTE_WRITER, PLUGIN_WRITER) else None
+    if (not old_record and writer is None) or view.deleting or not _mutable(view):
+        return Mutation()
+    old_spec = as_mapping(old.get("spec"))
+    old_tasks = as_list(old_spec.get("tasks"))
+    topology = old_spec.get("networkTopology")
+    plan = _Plan(
+        writer=writer,
+        remove_plugin=VENDOR_CONFIGMAP_PLUGIN not in as_mapping(old_spec.get("plugins")),
+        topology=topology if INJECTED_NETWORK_TOPOLOGY in old_record and isinstance(topology, Mapping) else None,
+        npu_pods=tuple(_template_annotation(task, NPU_PODS_ANNOTATION) for task in old_tasks),
+        replace_npu_pods=False,
+        mount_configmap=writer != PLUGIN_WRITER,
+    )
+    patch = _collect(view, plan)
+    patch.ops = [kept for op in patch.ops if (kept := _restorable(op, old)) is not None]
+    return _finish(view, patch, plan, old_record | _recorded(view.annotations), update=True)
+
+
+def _template_annotation(task: Any, key: str) -> str | None:
+    metadata = as_mapping(as_mapping(as_mapping(task).get("template")).get("metadata"))
+    return as_str(as_mapping(metadata.get("annotations")).get(key))
+
+
+def mutate(job: Mapping[str, Any], settings: Settings, facts: ClusterFacts = NO_FACTS) -> list[PatchOp]:
+    """The ops that complete a labelled NPU job on CREATE; [] for jobs of an unknown profile or with nothing
+    missing."""
+    return plan_create(read_job(job, settings), facts).ops
+
+
+def mutate_view(view: JobView, facts: ClusterFacts = NO_FACTS) -> list[PatchOp]:
     """`mutate` for a job already read into a view (the patch of a CREATE)."""
-    patch = _collect(view)
-    if not patch.ops:
-        return []
-    return _with_record(view, patch.ops, _recorded(view.annotations) | patch.injected)
+    return plan_create(view, facts).ops
 
 
 def mutate_update(view: JobView, old: Mapping[str, Any]) -> list[PatchOp]:
-    """The patch of an UPDATE from stored object `old` to the job in `view`.
-
-    Nothing unless `old` carries `ringroute.io/injected` (ringroute admitted it). Then what the update dropped
-    is added back exactly as `old` has it (a server-side apply that omits the injected fields removes them),
-    and nothing `old` does not have is ever added: Volcano rejects updates that change other spec fields.
-    A job being deleted is left alone (its updates only remove finalizers).
-    """
-    old_record = _recorded(as_mapping(as_mapping(old.get("metadata")).get("annotations")))
-    if not old_record or view.deleting:
-        return []
-    ops = [kept for op in _collect(view).ops if (kept := _restorable(op, old)) is not None]
-    record = old_record | _recorded(view.annotations)
-    if not ops and as_str(view.annotations.get(INJECTED_ANNOTATION)) == ",".join(sorted(record)):
-        return []
-    return _with_record(view, ops, record)
+    """The ops of `plan_update`."""
+    return plan_update(view, old).ops
 
 
 def _resolve(document: Any, path: str) -> Any:
@@ -400,7 +580,10 @@ def _resolve(document: Any, path: str) -> Any:
 
 def _restorable(op: PatchOp, old: Mapping[str, Any]) -> PatchOp | None:
     """The part of `op` that puts back what `old` has at the same place, or None when it adds something new."""
-    path, value = op["path"], op["value"]
+    path = op["path"]
+    if op["op"] == "remove":
+        return op if _resolve(old, path) is _MISSING else None
+    value = op["value"]
     if path.endswith("/-"):
         stored = _resolve(old, path[:-2])
         return op if isinstance(stored, list) and value in stored else None
@@ -419,7 +602,7 @@ def _restorable(op: PatchOp, old: Mapping[str, Any]) -> PatchOp | None:
 def injected_items(ops: Sequence[PatchOp]) -> list[str]:
     """What a patch injects, as recorded in its `ringroute.io/injected` annotation."""
     for op in reversed(ops):
-        value = op["value"]
+        value = op.get("value")
         if op["path"] == _ANNOTATION_POINTER and isinstance(value, str):
             return value.split(",")
         if isinstance(value, Mapping):
@@ -433,6 +616,9 @@ def injected_items(ops: Sequence[PatchOp]) -> list[str]:
 __all__ = [
     "CONFIG_VOLUME",
     "LAUNCHER_KEY",
+    "NO_FACTS",
+    "ClusterFacts",
+    "Mutation",
     "PatchOp",
     "add",
     "as_list",
@@ -442,5 +628,8 @@ __all__ = [
     "mutate",
     "mutate_update",
     "mutate_view",
+    "plan_create",
+    "plan_update",
     "pointer",
+    "remove",
 ]

@@ -19,7 +19,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from webhook.admission_types import AdmissionRequest, AdmissionResponse, AdmissionReview, StatusCause
 from webhook.metrics import Metrics
-from webhook.mutation import encode_patch, mutate_update, mutate_view
+from webhook.mutation import ClusterFacts, Mutation, encode_patch, plan_create, plan_update
 from webhook.policy import classify, existing_violations, validate
 from webhook.policy.jobview import read_job
 from webhook.settings import RING_LABEL, Settings
@@ -114,6 +114,8 @@ class AdmissionHandlers:
         self.settings = settings
         self.metrics = metrics
         self.certificates = certificates
+        # What `ringroute serve` finds out about the cluster and keeps current; nothing without an API server.
+        self.cluster_facts = ClusterFacts()
 
     async def _read_review(self, request: web.Request) -> AdmissionReview | web.Response:
         if request.content_length is not None and request.content_length > MAX_BODY_BYTES:
@@ -209,14 +211,16 @@ class AdmissionHandlers:
             if admission.get("operation") == "UPDATE":
                 # Only a job ringroute admitted is patched, and only back to what the stored object has.
                 old = _old_object(admission)
-                ops = mutate_update(view, old) if old is not None else []
+                mutation = plan_update(view, old) if old is not None else Mutation()
             else:
-                ops = mutate_view(view)
-            patch = encode_patch(ops) if ops else None
+                mutation = plan_create(view, self.cluster_facts)
+            patch = encode_patch(mutation.ops) if mutation.ops else None
         except Exception:
             log.exception("event=mutation_failed uid=%s", admission.get("uid"))
             return {"allowed": True}, "error"
         response: AdmissionResponse = {"allowed": True}
+        if mutation.warnings:
+            response["warnings"] = list(mutation.warnings)
         if patch is not None:
             response["patch"] = patch
             response["patchType"] = "JSONPatch"

@@ -40,15 +40,18 @@ def test_the_documented_job_gets_the_rank_table_configmap_and_env(
     assert env["POD_IP"]["valueFrom"]["fieldRef"]["fieldPath"] == "status.podIP"
     assert env["HOST_IP"]["valueFrom"]["fieldRef"]["fieldPath"] == "status.hostIP"
     # the job already had drivers, nodeSelector, anti-affinity, task label and scheduler: nothing else is added
-    assert mutated["metadata"]["annotations"][INJECTED_ANNOTATION] == "configmap-volume,env"
-    assert injected_items(ops) == ["configmap-volume", "env"]
+    recorded = ["configmap-volume", "configmap1980-plugin-removed", "env", "npu-pods"]
+    assert mutated["metadata"]["annotations"][INJECTED_ANNOTATION] == ",".join(recorded)
+    assert injected_items(ops) == recorded
     assert container(mutated)["command"] == container(documented_job)["command"]
 
 
-def test_every_op_is_an_add_computed_against_the_original(documented_job: dict[str, Any], settings: Settings) -> None:
+def test_every_op_is_an_add_but_the_removal_of_the_vendor_plugin(
+    documented_job: dict[str, Any], settings: Settings
+) -> None:
     ops = mutate(documented_job, settings)
     assert ops
-    assert {op["op"] for op in ops} == {"add"}
+    assert [op for op in ops if op["op"] != "add"] == [{"op": "remove", "path": "/spec/plugins/configmap1980"}]
     assert ops == json.loads(base64.b64decode(encode_patch(ops)))
 
 
@@ -81,8 +84,9 @@ def test_a_bare_job_gets_everything_it_lacks(settings: Settings) -> None:
     }
     assert mutated["spec"]["schedulerName"] == "volcano"
     assert mutated["metadata"]["annotations"][INJECTED_ANNOTATION] == (
-        "anti-affinity,configmap-volume,driver-volumes,env,node-selector,scheduler-name,task-label"
+        "anti-affinity,configmap-volume,driver-volumes,env,node-selector,npu-pods,scheduler-name,task-label"
     )
+    assert template["metadata"]["annotations"] == {"ringroute.io/npu-pods": "3"}
     assert validate(mutated, None, settings) == []
 
 
@@ -239,7 +243,9 @@ def test_unknown_profiles_and_unnamed_jobs_are_not_mutated(documented_job: dict[
 def test_previous_injections_are_kept_in_the_annotation(documented_job: dict[str, Any], settings: Settings) -> None:
     documented_job["metadata"]["annotations"] = {INJECTED_ANNOTATION: "launcher"}
     mutated = apply_ops(documented_job, mutate(documented_job, settings))
-    assert mutated["metadata"]["annotations"][INJECTED_ANNOTATION] == "configmap-volume,env,launcher"
+    assert mutated["metadata"]["annotations"][INJECTED_ANNOTATION] == (
+        "configmap-volume,configmap1980-plugin-removed,env,launcher,npu-pods"
+    )
 
 
 def test_patch_ops_are_rfc6902_adds() -> None:
@@ -323,7 +329,7 @@ def test_mutation_is_idempotent_and_always_applies(job: dict[str, Any]) -> None:
     assert job == original  # pure: the input is not modified
     once = apply_ops(job, ops)
     assert mutate(once, settings) == []
-    assert {op["op"] for op in ops} <= {"add"}
+    assert {op["op"] for op in ops} <= {"add", "remove"}
 
 
 def test_a_mount_of_a_missing_volume_named_like_the_config_volume_keeps_its_meaning(settings: Settings) -> None:

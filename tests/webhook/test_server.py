@@ -12,10 +12,16 @@ import pytest
 from aiohttp import web
 
 from certs import ServingCertificates
-from tests.webhook.conftest import Service, load_example, patch_of, review, start
+from tests.webhook import conftest
+from tests.webhook.conftest import Service, patch_of, review, start, without_vendor_plugin
 from webhook.metrics import Metrics
 from webhook.server import MAX_BODY_BYTES, admission_app
 from webhook.settings import Settings
+
+
+def load_example(name: str) -> dict[str, Any]:
+    """An example job as the validating webhook sees it (ringroute's mutation removed the vendor plugin)."""
+    return without_vendor_plugin(conftest.load_example(name))
 
 
 async def test_the_documented_job_is_admitted_and_patched_over_tls(
@@ -29,8 +35,16 @@ async def test_the_documented_job_is_admitted_and_patched_over_tls(
     assert response["uid"] == "u-1"
     assert response["allowed"] is True
     assert response["patchType"] == "JSONPatch"
+    assert response["warnings"] == [
+        "spec.plugins[configmap1980]: removed by ringroute: open-source Volcano refuses jobs that name this plugin "
+        "of the cloud vendor's fork (unable to find job plugin); ringroute writes the rank table "
+        "configmap1980-bert-single itself"
+    ]
     mutated = jsonpatch.apply_patch(documented_job, patch_of(answer))
-    assert mutated["metadata"]["annotations"]["ringroute.io/injected"] == "configmap-volume,env"
+    assert mutated["metadata"]["annotations"]["ringroute.io/injected"] == (
+        "configmap-volume,configmap1980-plugin-removed,env,npu-pods"
+    )
+    assert "configmap1980" not in mutated["spec"]["plugins"]
 
     status, answer = await service.post("/jobs/validate", review(mutated, uid="u-2"))
     assert status == 200
@@ -174,7 +188,7 @@ async def test_a_bug_in_policy_denies_cleanly_and_a_bug_in_mutation_admits_unpat
         raise RuntimeError("bug")
 
     monkeypatch.setattr(server, "validate", broken)
-    monkeypatch.setattr(server, "mutate_view", broken)
+    monkeypatch.setattr(server, "plan_create", broken)
     status, answer = await service.post("/jobs/validate", review(documented_job, uid="v"))
     assert status == 200
     assert answer["response"]["allowed"] is False

@@ -5,7 +5,8 @@ every one and `classify` splits the findings into denials and warnings by the ru
 
 UPDATE ratchets: a violation the stored object already had (same rule, same path) is a warning, so a job admitted
 before a rule existed (or before ringroute was installed) can still be scaled or have its finalizers removed;
-only violations the update introduces are denied.
+only violations the update introduces are denied. UPDATE also runs the update rules (`UPDATE_CHECKERS`), which
+compare the new object with the stored one (Volcano allows changing only replicas and minAvailable).
 """
 
 from __future__ import annotations
@@ -14,12 +15,14 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from webhook.policy import naming, rank_table_mount, resources, route_plan, workdir
+from webhook.policy import naming, rank_table_mount, resources, route_plan, volcano, volcano_update, workdir
 from webhook.policy.jobview import JobView, read_job
 from webhook.policy.violation import Reason, Violation, render
 from webhook.settings import Settings
 
 Checker = Callable[[JobView, Settings], list[Violation]]
+UpdateChecker = Callable[[JobView, JobView, Settings], list[Violation]]
+"""An update rule: `(new job, stored job, settings) -> violations`."""
 
 CHECKERS: tuple[tuple[str, Checker], ...] = (
     (naming.ACCELERATOR_PROFILE, naming.check_accelerator_profile),
@@ -35,10 +38,22 @@ CHECKERS: tuple[tuple[str, Checker], ...] = (
     (workdir.LOCAL_WORKING_DIR, workdir.check_local_working_dir),
     (rank_table_mount.SUBPATH_MOUNT, rank_table_mount.check_subpath_mount),
     (rank_table_mount.MOUNT_PATH_TAKEN, rank_table_mount.check_mount_path_free),
+    (volcano.RANK_TABLE_WRITER, volcano.check_rank_table_writer),
+    (volcano.JOB_PLUGIN, volcano.check_job_plugins),
+    (volcano.COUNTS, volcano.check_counts),
+    (volcano.NAMES, volcano.check_names),
+    (volcano.LIFECYCLE_POLICIES, volcano.check_lifecycle_policies),
+    (volcano.TASK_DEPENDENCIES, volcano.check_task_dependencies),
+    (volcano.VOLUMES, volcano.check_volumes),
+    (volcano.QUEUE, volcano.check_queue),
+    (volcano.TOPOLOGY, volcano.check_topology),
 )
 """Every rule by name, in the order its findings are reported."""
 
-RULES: tuple[str, ...] = tuple(name for name, _ in CHECKERS)
+UPDATE_CHECKERS: tuple[tuple[str, UpdateChecker], ...] = ((volcano_update.UPDATE, volcano_update.check_update),)
+"""Rules that compare an UPDATE with the stored object, reported after the others."""
+
+RULES: tuple[str, ...] = tuple(name for name, _ in (*CHECKERS, *UPDATE_CHECKERS))
 
 
 def validate(job: Mapping[str, Any], old: Mapping[str, Any] | None, settings: Settings) -> list[Violation]:
@@ -52,6 +67,10 @@ def validate(job: Mapping[str, Any], old: Mapping[str, Any] | None, settings: Se
     found: list[Violation] = []
     for _, checker in CHECKERS:
         found.extend(checker(view, settings))
+    if old is not None:
+        stored = read_job(old, settings)
+        for _, update_checker in UPDATE_CHECKERS:
+            found.extend(update_checker(view, stored, settings))
     return found
 
 
@@ -133,9 +152,11 @@ __all__ = [
     "CHECKERS",
     "RATCHET_NOTE",
     "RULES",
+    "UPDATE_CHECKERS",
     "Checker",
     "JobView",
     "Reason",
+    "UpdateChecker",
     "Verdict",
     "Violation",
     "classify",

@@ -177,6 +177,8 @@ class JobView:
     """Tasks whose pods use the accelerator."""
     route_planned: bool
     """Route planning is asked for (job annotation, or `ROUTE_PLAN=true` on any container)."""
+    settings: Settings
+    """The settings the job was read with (mutation decides by them)."""
 
     @property
     def npu_pods(self) -> int:
@@ -289,6 +291,7 @@ def read_job(job: Mapping[str, Any], settings: Settings) -> JobView:
         tasks=tuple(tasks),
         npu_tasks=tuple(t for t in tasks if t.is_npu),
         route_planned=_route_planned(annotations, tasks),
+        settings=settings,
     )
 
 
