@@ -19,14 +19,22 @@ import signal
 import socket
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from webhook.cli import CommandError
+
+if TYPE_CHECKING:
+    from webhook.kube import KubeRepository
+    from webhook.mutation import ClusterFacts
+    from webhook.server import AdmissionHandlers
 
 log = logging.getLogger("ringroute.serve")
 
 SHUTDOWN_GRACE_S = 10.0
 """In-flight requests get this long to finish after SIGTERM (the Pod's grace period is longer)."""
+CLUSTER_FACTS_INTERVAL_S = 180.0
+"""How often admission looks again for HyperNodes (`networkTopology.inject: auto`), so a cluster that gains them
+gets `spec.networkTopology` without a restart."""
 
 
 @dataclass(frozen=True)
@@ -195,6 +203,43 @@ async def _self_signed(options: ServeOptions, repository: Any, stop: asyncio.Eve
     return asyncio.create_task(manager.run(stop), name="self-signed-certificates")
 
 
+async def detect_cluster_facts(repository: KubeRepository) -> ClusterFacts:
+    """What admission needs to know of the cluster: whether it has HyperNode objects (no CRD, or none: no)."""
+    from webhook.kube import HYPERNODES
+    from webhook.mutation import ClusterFacts
+
+    if not await repository.has_resource(HYPERNODES):
+        return ClusterFacts(hypernodes=False)
+    items, _ = await repository.list_objects(HYPERNODES)
+    return ClusterFacts(hypernodes=bool(items))
+
+
+async def refresh_cluster_facts(repository: KubeRepository, handlers: AdmissionHandlers) -> None:
+    """Look once and hand the answer to admission; a failed look keeps the previous answer."""
+    try:
+        facts = await detect_cluster_facts(repository)
+    except Exception as exc:
+        log.warning(
+            "event=cluster_facts_failed error=%r action=keeping hypernodes=%s",
+            exc,
+            str(handlers.cluster_facts.hypernodes).lower(),
+        )
+        return
+    if facts != handlers.cluster_facts:
+        log.info("event=cluster_facts hypernodes=%s", str(facts.hypernodes).lower())
+    handlers.cluster_facts = facts
+
+
+async def keep_cluster_facts(
+    repository: KubeRepository, handlers: AdmissionHandlers, stop: asyncio.Event, interval_s: float
+) -> None:
+    """Look again every `interval_s` until `stop` (the first look happens before admission listens)."""
+    from webhook.kube import sleep_or_stop
+
+    while not await sleep_or_stop(stop, interval_s):
+        await refresh_cluster_facts(repository, handlers)
+
+
 async def run_worker(options: ServeOptions, *, primary: bool, stop: asyncio.Event | None = None) -> int:
     """Serve until SIGTERM/SIGINT (or `stop`); the primary worker also runs the extender and the controller."""
     from aiohttp import web
@@ -202,7 +247,7 @@ async def run_worker(options: ServeOptions, *, primary: bool, stop: asyncio.Even
     from certs import ServingCertificates
     from webhook.kube import KubeRepository
     from webhook.metrics import Metrics
-    from webhook.server import admission_app
+    from webhook.server import HANDLERS_KEY, admission_app
 
     settings = load_options_settings(options)
     stop = stop or asyncio.Event()
@@ -229,11 +274,16 @@ async def run_worker(options: ServeOptions, *, primary: bool, stop: asyncio.Even
         log.warning("event=no_certificate cert_dir=%s action=not_ready_until_tls_files_appear", options.cert_dir)
     tasks.append(asyncio.create_task(certificates.watch(10.0), name="certificate-watch"))
     runners: list[web.AppRunner] = []
-    admission = web.AppRunner(
-        admission_app(settings, metrics, certificates=certificates),
-        access_log=None,
-        shutdown_timeout=SHUTDOWN_GRACE_S,
-    )
+    admission_web = admission_app(settings, metrics, certificates=certificates)
+    if repository is not None and settings.volcano.network_topology.inject == "auto":
+        handlers = admission_web[HANDLERS_KEY]
+        await refresh_cluster_facts(repository, handlers)
+        tasks.append(
+            asyncio.create_task(
+                keep_cluster_facts(repository, handlers, stop, CLUSTER_FACTS_INTERVAL_S), name="cluster-facts"
+            )
+        )
+    admission = web.AppRunner(admission_web, access_log=None, shutdown_timeout=SHUTDOWN_GRACE_S)
     await admission.setup()
     runners.append(admission)
     await web.TCPSite(
@@ -285,4 +335,14 @@ async def run_worker(options: ServeOptions, *, primary: bool, stop: asyncio.Even
     return 0
 
 
-__all__ = ["ServeOptions", "load_options_settings", "parse_address", "register", "run_worker"]
+__all__ = [
+    "CLUSTER_FACTS_INTERVAL_S",
+    "ServeOptions",
+    "detect_cluster_facts",
+    "keep_cluster_facts",
+    "load_options_settings",
+    "parse_address",
+    "refresh_cluster_facts",
+    "register",
+    "run_worker",
+]

@@ -17,9 +17,21 @@ import aiohttp
 import orjson
 import pytest
 
-from tests.webhook.conftest import load_example, review
+from tests.fakes import FakeApiServer, Fault
+from tests.webhook.conftest import apply_ops, load_example, patch_of, review
 from webhook.cli import CommandError, main
-from webhook.cli_serve import ServeOptions, parse_address, run_worker
+from webhook.cli_serve import (
+    ServeOptions,
+    detect_cluster_facts,
+    keep_cluster_facts,
+    parse_address,
+    refresh_cluster_facts,
+    run_worker,
+)
+from webhook.metrics import Metrics
+from webhook.mutation import ClusterFacts
+from webhook.server import AdmissionHandlers
+from webhook.settings import Settings
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -136,3 +148,96 @@ def test_sigterm_stops_the_server_cleanly(tls_material: Path, no_cluster: dict[s
         if process.poll() is None:
             process.kill()
             process.wait()
+
+
+# -- cluster facts: HyperNodes -------------------------------------------------------------------------------
+
+HYPERNODE = {
+    "apiVersion": "topology.volcano.sh/v1alpha1",
+    "kind": "HyperNode",
+    "metadata": {"name": "leaf-1"},
+    "spec": {"tier": 1, "members": [{"type": "Node", "selector": {"exactMatch": {"name": "node-1"}}}]},
+}
+
+
+def write_kubeconfig(path: Path, server: str) -> Path:
+    path.write_text(
+        "apiVersion: v1\nkind: Config\ncurrent-context: fake\n"
+        f"clusters: [{{name: fake, cluster: {{server: '{server}'}}}}]\n"
+        "users: [{name: fake, user: {token: fake-token}}]\n"
+        "contexts: [{name: fake, context: {cluster: fake, user: fake}}]\n"
+    )
+    return path
+
+
+async def test_a_cluster_without_the_hypernode_crd_or_without_hypernodes_has_none() -> None:
+    async with FakeApiServer(hypernodes=False) as server, server.repository() as repository:
+        assert await detect_cluster_facts(repository) == ClusterFacts(hypernodes=False)
+    async with FakeApiServer(hypernodes=True) as server, server.repository() as repository:
+        assert await detect_cluster_facts(repository) == ClusterFacts(hypernodes=False)
+        await server.apply("hypernodes", HYPERNODE)
+        assert await detect_cluster_facts(repository) == ClusterFacts(hypernodes=True)
+
+
+async def test_admission_notices_hypernodes_that_appear_later_and_keeps_its_answer_when_a_look_fails() -> None:
+    async with FakeApiServer(hypernodes=True) as server, server.repository(request_timeout_s=1.0) as repository:
+        handlers = AdmissionHandlers(Settings(), Metrics(), None)
+        await refresh_cluster_facts(repository, handlers)
+        assert handlers.cluster_facts.hypernodes is False
+        stop = asyncio.Event()
+        watcher = asyncio.create_task(keep_cluster_facts(repository, handlers, stop, 0.02))
+        try:
+            await server.apply("hypernodes", HYPERNODE)
+            for _ in range(200):
+                if handlers.cluster_facts.hypernodes:
+                    break
+                await asyncio.sleep(0.01)
+            assert handlers.cluster_facts.hypernodes is True
+            server.faults.append(Fault(method="GET", path_contains="/apis/topology.volcano.sh", status=500, times=-1))
+            await refresh_cluster_facts(repository, handlers)
+            assert handlers.cluster_facts.hypernodes is True
+        finally:
+            stop.set()
+            await asyncio.wait_for(watcher, 5)
+
+
+async def test_serve_requests_network_topology_for_route_planned_jobs_once_it_finds_hypernodes(
+    tls_material: Path, client_ssl: ssl.SSLContext, tmp_path: Path
+) -> None:
+    async with FakeApiServer(hypernodes=True) as server:
+        await server.apply("hypernodes", HYPERNODE)
+        port = free_port()
+        options = ServeOptions(
+            host="127.0.0.1",
+            port=port,
+            cert_dir=tls_material,
+            config=None,
+            kubeconfig=str(write_kubeconfig(tmp_path / "kubeconfig", server.url)),
+            workers=1,
+            controller=False,
+            extender=False,
+            extender_listen=None,
+            self_signed_secret=None,
+        )
+        stop = asyncio.Event()
+        worker = asyncio.create_task(run_worker(options, primary=True, stop=stop))
+        try:
+            async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(ssl=client_ssl)) as session:
+                for _ in range(200):
+                    try:
+                        async with session.get(f"https://127.0.0.1:{port}/readyz") as resp:
+                            assert resp.status == 200
+                            break
+                    except aiohttp.ClientConnectorError:
+                        await asyncio.sleep(0.05)
+                job = load_example("distributed-route-plan.yaml")
+                body = orjson.dumps(review(job, uid="topology"))
+                async with session.post(
+                    f"https://127.0.0.1:{port}/jobs/mutate", data=body, headers={"Content-Type": "application/json"}
+                ) as resp:
+                    answer = await resp.json()
+            mutated = apply_ops(job, patch_of(answer))
+            assert mutated["spec"]["networkTopology"] == {"mode": "hard", "highestTierAllowed": 1}
+        finally:
+            stop.set()
+            assert await asyncio.wait_for(worker, 15) == 0
