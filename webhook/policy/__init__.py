@@ -50,6 +50,20 @@ CHECKERS: tuple[tuple[str, Checker], ...] = (
 )
 """Every rule by name, in the order its findings are reported."""
 
+CREATE_ONLY: frozenset[str] = frozenset(
+    {
+        volcano.JOB_PLUGIN,
+        volcano.NAMES,
+        volcano.LIFECYCLE_POLICIES,
+        volcano.TASK_DEPENDENCIES,
+        volcano.VOLUMES,
+        volcano.QUEUE,
+        volcano.TOPOLOGY,
+    }
+)
+"""Rules Volcano applies on CREATE only: on UPDATE its update rule covers them (the fields are fixed), and some
+legitimate updates would break them (the job controller fills in a PVC's volumeClaimName next to volumeClaim)."""
+
 UPDATE_CHECKERS: tuple[tuple[str, UpdateChecker], ...] = ((volcano_update.UPDATE, volcano_update.check_update),)
 """Rules that compare an UPDATE with the stored object, reported after the others."""
 
@@ -65,8 +79,9 @@ def validate(job: Mapping[str, Any], old: Mapping[str, Any] | None, settings: Se
     if old is not None and view.deleting:
         return []
     found: list[Violation] = []
-    for _, checker in CHECKERS:
-        found.extend(checker(view, settings))
+    for name, checker in CHECKERS:
+        if old is None or name not in CREATE_ONLY:
+            found.extend(checker(view, settings))
     if old is not None:
         stored = read_job(old, settings)
         for _, update_checker in UPDATE_CHECKERS:
@@ -150,6 +165,7 @@ def judge(job: Mapping[str, Any], old: Mapping[str, Any] | None, settings: Setti
 
 __all__ = [
     "CHECKERS",
+    "CREATE_ONLY",
     "RATCHET_NOTE",
     "RULES",
     "UPDATE_CHECKERS",

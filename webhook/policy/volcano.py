@@ -310,7 +310,7 @@ def check_counts(job: JobView, settings: Settings) -> list[Violation]:
                     COUNTS,
                 )
             )
-        elif min_available is not None and min_available > (replicas or 0):
+        elif min_available is not None and min_available > (replicas or 0) and negative is None:
             found.append(
                 Violation(
                     f"{task.field}.minAvailable",
@@ -322,13 +322,14 @@ def check_counts(job: JobView, settings: Settings) -> list[Violation]:
                 )
             )
         found += _check_partition_policy(task, replicas or 0, min_available, settings)
-    min_available = as_int(spec.get("minAvailable"))
-    if min_available is not None and min_available > total:
+    job_min_available = as_int(spec.get("minAvailable"))
+    below_zero = any((as_int(t.task.get("replicas")) or 0) < 0 for t in job.tasks)
+    if job_min_available is not None and job_min_available > total and not below_zero:  # else that is the cause
         found.append(
             Violation(
                 "spec.minAvailable",
                 "Invalid",
-                min_available,
+                job_min_available,
                 f"must not exceed the total replicas of the tasks ({total}); Volcano refuses it: lower minAvailable "
                 "or raise replicas",
                 COUNTS,

@@ -133,13 +133,17 @@ def check_update(job: JobView, old: JobView, settings: Settings) -> list[Violati
     if found is None:
         return []
     path, before, after = found
+    hint = ""
+    if after is None:
+        # The usual cause: a re-applied file without the defaults Volcano's mutating webhook filled in on create.
+        hint = f" (a re-applied file must carry the stored value: `kubectl get vcjob {job.name or 'NAME'} -o yaml`)"
     return [
         Violation(
             path,
             "Forbidden",
             None,
             f"Volcano refuses job updates that change anything in spec but {_ALLOWED} (was {_shown(before)}, now "
-            f"{_shown(after)}); {_FIX}",
+            f"{_shown(after)}{hint}); {_FIX}",
             UPDATE,
         )
     ]
