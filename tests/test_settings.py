@@ -104,13 +104,13 @@ def test_unreadable_or_non_mapping_file_is_a_settings_error(tmp_path: Path) -> N
 
 def test_controller_and_extender_timing_defaults_match_the_documented_values() -> None:
     from webhook.extender import MAX_BODY_BYTES
-    from webhook.extender_scoring import JOB_MEMORY_TTL_S
 
     settings = Settings()
     assert settings.controller.orphan_grace_s == 300.0
     assert settings.controller.pending_event_interval_s == 10.0
     assert settings.extender.max_body_mib * 1024 * 1024 == MAX_BODY_BYTES
-    assert settings.extender.job_memory_ttl_s == JOB_MEMORY_TTL_S
+    assert settings.extender.job_memory_ttl_s == 900.0
+    assert (settings.extender.plan_attempts, settings.extender.plan_ttl_s) == (2, 30.0)
 
 
 def test_controller_and_extender_timings_load_from_camel_case_yaml() -> None:
@@ -136,6 +136,10 @@ def test_controller_and_extender_timings_load_from_camel_case_yaml() -> None:
         ({"extender": {"maxBodyMib": 0}}, "settings.extender.maxBodyMib: must be at least 1"),
         ({"extender": {"maxBodyMib": 1.5}}, "settings.extender.maxBodyMib: expected an integer"),
         ({"extender": {"jobMemoryTtlS": 0}}, "settings.extender.jobMemoryTtlS: must be positive"),
+        ({"extender": {"planAttempts": 0}}, "settings.extender.planAttempts: must be at least 1"),
+        ({"extender": {"planTtlS": -1}}, "settings.extender.planTtlS: must be positive"),
+        ({"extender": {"scoreWeight": 0}}, "settings.extender.scoreWeight: must be positive"),
+        ({"volcano": {"version": "latest"}}, "settings.volcano.version: 'latest' is not auto or a release"),
     ],
 )
 def test_invalid_controller_and_extender_timings_name_the_key(data: dict[str, object], message: str) -> None:
@@ -167,14 +171,15 @@ def test_the_extender_body_limit_comes_from_the_settings() -> None:
 
 
 def test_the_extender_forgets_jobs_after_the_configured_memory_ttl() -> None:
-    import time
+    from tests.extender.payloads import decoded_node, decoded_task, job, node, tor
+    from webhook.extender_state import ExtenderState
 
-    from webhook.extender_scoring import ExtenderState
-
-    state = ExtenderState(settings_from_mapping({"extender": {"jobMemoryTtlS": 30}}), path_reader=lambda nodes: {})
-    state.observe("ns/job", "node-1", frozenset({"uid-1"}))
-    now = time.monotonic()
-    state.prune(now + 20)
-    assert state.placed_nodes("ns/job") == {"node-1": 1}
-    state.prune(time.monotonic() + 31)
-    assert state.placed_nodes("ns/job") == {}
+    now = [0.0]
+    state = ExtenderState(settings_from_mapping({"extender": {"jobMemoryTtlS": 30}}), clock=lambda: now[0])
+    bert = job("bert", 2)
+    task = decoded_task(bert.tasks[1])
+    state.observe([decoded_node(node("node-1", tor("A"), hosts=[(bert, 0)]))], task)
+    state.prune(20.0)
+    assert state.hosted_nodes(task) == {"node-1": 1}
+    state.prune(31.0)
+    assert state.hosted_nodes(task) == {}

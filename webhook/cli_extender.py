@@ -1,14 +1,15 @@
-"""`ringroute simulate-scheduling`: place jobs on a fragmented cluster with and without the extender's scores.
+"""`ringroute simulate-scheduling`: place jobs on a fragmented cluster with Volcano alone and with the extender.
 
-Both schedulers see the same cluster (a share of nodes already busy with other work, chosen at random) and the same
-stream of route-planned jobs. Each job is placed task by task, as Volcano's allocate action does: the predicate
-keeps nodes whose NPUs are all free, then the `default` scheduler takes a random one of them (random-feasible)
-and the `extender` scheduler takes the best score of `webhook.extender_scoring` (ties broken at random). Each
-placed job is then planned with `planner.plan_ranks` when that is installed, and the ring bus bandwidth of its
-pod-index order and of the planned order is simulated. One JSON line per job and scheduler, then a summary line.
+Both runs see the same cluster (a share of nodes busy with other work, chosen at random, daemon load on every node)
+and the same stream of route-planned jobs, submitted one after another. Scheduling is Volcano's allocate action
+emulated call for call (`webhook.extender_sim`: resource fit before plugin predicates, the rotating node scan
+that stops at `numFeasibleNodesToFind`, nodeorder and binpack scores at their default weights, gang commit or
+discard), with the extender answering over its real decode/encode path in the shape the chosen Volcano release
+reads. Each placed job is planned with `planner.plan_ranks` and the ring bus bandwidth of its pod-index order and
+of the planned order is simulated. One JSON line per job and scheduler, a summary line per scheduler, then the
+leaves per job for Volcano alone, with ringroute, and the optimum.
 
-The payload builders (`node_info`, `task_info`) are shared with the tests and `bench/extender.py`, and
-`worker_placement` (a synthetic job's pods on given nodes) with `examples/demo.py` and the planner tests.
+`worker_placement` (a synthetic job's pods on given nodes) is shared with `examples/demo.py`.
 """
 
 from __future__ import annotations
@@ -16,329 +17,62 @@ from __future__ import annotations
 import argparse
 import importlib
 import json
-import sys
-import uuid
-from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any
-
-import numpy as np
+import logging
+from collections.abc import Sequence
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
 
 from planner import Device, Placement, Server, Topology
 from webhook.cli import CommandError
-from webhook.settings import RING_LABEL, ROUTE_PLAN_ENV, Settings
+from webhook.settings import Settings, SettingsError, settings_from_mapping, volcano_release
 
-LEAF_LABEL = "network.topology.nvidia.com/leaf"
-SPINE_LABEL = "network.topology.nvidia.com/spine"
-TOR_LABEL = "volcano.sh/tor"
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+    from webhook.extender_sim import JobOutcome
+
+SCHEDULER_ALIASES = {"default": "volcano", "extender": "ringroute"}
+"""Names earlier releases used for --scheduler."""
 
 
 def register(subparsers: Any) -> None:
     """Add `simulate-scheduling` to the `ringroute` parser."""
     parser: argparse.ArgumentParser = subparsers.add_parser(
         "simulate-scheduling",
-        help="compare random-feasible placement with the extender's leaf packing",
+        help="compare Volcano's placement with and without the extender's gang plans",
         description=(
-            "Place route-planned jobs on a fragmented cluster with a random-feasible scheduler (default) and with "
-            "the scheduler extender's scores, plan ranks, and print leaves spanned and simulated ring bus "
-            "bandwidth per job as JSON lines, then a summary line."
+            "Place route-planned jobs on a fragmented cluster with Volcano's allocate action (emulated call for "
+            "call) without and with the scheduler extender, plan ranks, and print leaves spanned and simulated ring "
+            "bus bandwidth per job as JSON lines, a summary per scheduler, and leaves per job against the optimum."
         ),
-    )
-    parser.add_argument("--scheduler", choices=("default", "extender", "both"), default="both")
-    parser.add_argument("--leaves", type=int, default=32, help="leaf switches (default 32)")
-    parser.add_argument("--servers-per-leaf", type=int, default=8, help="servers under each leaf (default 8)")
-    parser.add_argument(
-        "--leaves-per-pod", type=int, default=None, help="leaves per spine domain; set for a 3-tier fabric"
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
     parser.add_argument(
-        "--occupancy", type=float, default=0.5, help="share of nodes busy before the jobs arrive (default 0.5)"
+        "--scheduler",
+        choices=("volcano", "ringroute", "both", *SCHEDULER_ALIASES),
+        default="both",
+        help="volcano: its own plugins only; ringroute: with the extender",
+    )
+    parser.add_argument("--leaves", type=int, default=32, help="leaf switches")
+    parser.add_argument("--servers-per-leaf", type=int, default=8, help="servers under each leaf")
+    parser.add_argument("--leaves-per-pod", type=int, default=None, help="leaves per spine domain (3-tier fabric)")
+    parser.add_argument("--occupancy", type=float, default=0.5, help="share of nodes busy before the jobs arrive")
+    parser.add_argument(
+        "--jobs", default="16,8,24,12,32,8,16", help="comma-separated job sizes in servers, submitted in this order"
+    )
+    parser.add_argument("--seed", type=int, default=0, help="seed of the cluster and of Volcano's tie breaks")
+    parser.add_argument("--volcano-version", default="1.10", help="Volcano release whose extender protocol is used")
+    parser.add_argument(
+        "--no-session-open", action="store_true", help="leave extender.onSessionOpenVerb out of Volcano's config"
     )
     parser.add_argument(
-        "--jobs",
-        default="16,8,24,12,32,8,16",
-        help="comma-separated job sizes in servers, placed in this order (default 16,8,24,12,32,8,16)",
+        "--allocate-events", action="store_true", help="configure allocateFuncVerb/deallocateFuncVerb (1.13+)"
     )
-    parser.add_argument("--seed", type=int, default=0, help="seed of the cluster, the jobs and tie breaks")
     parser.add_argument(
-        "--no-session-open",
-        action="store_true",
-        help="do not tell the extender the job sizes (as when onSessionOpenVerb is not configured)",
+        "--settings", metavar="FILE", help="ringroute settings YAML whose extender section the extender uses"
     )
     parser.add_argument("--no-plan", action="store_true", help="skip rank planning and bandwidth simulation")
     parser.set_defaults(handler=_run)
-
-
-# ------------------------------------------------------------------------------------------------ payload builders
-
-
-def resource_milli(cards: float, resource: str, *, cpu_milli: float = 0.0, memory: float = 0.0) -> dict[str, Any]:
-    """A Volcano Resource with `cards` of one scalar resource (milli-units)."""
-    return {
-        "MilliCPU": cpu_milli,
-        "Memory": memory,
-        "ScalarResources": {resource: cards * 1000.0} if cards else None,
-        "MaxTaskNum": 0,
-    }
-
-
-def task_info(
-    *,
-    namespace: str,
-    job_name: str,
-    index: int,
-    resource: str = "huawei.com/ascend-1980",
-    cards: int = 8,
-    ring_label: str | None = "ascend-1980",
-    route_planned: bool = True,
-    node_name: str = "",
-    status: int = 1,
-    uid: str | None = None,
-    group_suffix: str = "0c2d3e4f",
-) -> dict[str, Any]:
-    """A TaskInfo as Volcano serialises it, for one pod of a Volcano Job (task `worker`)."""
-    uid = uid or str(uuid.uuid5(uuid.NAMESPACE_OID, f"{namespace}/{job_name}/{index}"))
-    group = f"{job_name}-{group_suffix}"
-    labels = {"volcano.sh/job-name": job_name, "volcano.sh/task-spec": "worker", "volcano.sh/task-index": str(index)}
-    if ring_label is not None:
-        labels[RING_LABEL] = ring_label
-    env = [{"name": "VC_TASK_INDEX", "value": str(index)}]
-    if route_planned:
-        env.append({"name": ROUTE_PLAN_ENV, "value": "true"})
-    request = {resource: str(cards), "cpu": "16", "memory": "256Gi"} if cards else {"cpu": "1", "memory": "1Gi"}
-    pod = {
-        "metadata": {
-            "name": f"{job_name}-worker-{index}",
-            "namespace": namespace,
-            "uid": uid,
-            "labels": labels,
-            "annotations": {
-                "volcano.sh/job-version": "0",
-                "volcano.sh/task-index": str(index),
-                "scheduling.k8s.io/group-name": group,
-            },
-        },
-        "spec": {
-            "containers": [
-                {
-                    "name": "train",
-                    "image": "swr.example.com/train/pytorch-ascend:2.1",
-                    "command": ["/bin/sh", "-c", "bash /home/ma-user/run.sh"],
-                    "env": env,
-                    "resources": {"requests": request, "limits": request},
-                    "volumeMounts": [{"name": "ascend-driver", "mountPath": "/usr/local/Ascend/driver"}],
-                }
-            ],
-            "volumes": [{"name": "ascend-driver", "hostPath": {"path": "/usr/local/Ascend/driver"}}],
-            "nodeName": node_name,
-            "schedulerName": "volcano",
-        },
-        "status": {"phase": "Running" if node_name else "Pending"},
-    }
-    return {
-        "UID": uid,
-        "Job": f"{namespace}/{group}",
-        "Name": f"{job_name}-worker-{index}",
-        "Namespace": namespace,
-        "TaskRole": "worker",
-        "Resreq": resource_milli(cards, resource, cpu_milli=16000.0, memory=274877906944.0),
-        "InitResreq": resource_milli(cards, resource, cpu_milli=16000.0, memory=274877906944.0),
-        "NodeName": node_name,
-        "EvictionOccurred": False,
-        "JobAllocatedHyperNode": "",
-        "Status": status,
-        "LastTransaction": None,
-        "Priority": 0,
-        "VolumeReady": False,
-        "Preemptable": False,
-        "BestEffort": False,
-        "HasRestartableInitContainer": False,
-        "SchGated": False,
-        "RevocableZone": "",
-        "NumaInfo": None,
-        "Pod": pod,
-        "CustomBindErrHandlerSucceeded": False,
-    }
-
-
-def node_info(
-    name: str,
-    labels: Mapping[str, str],
-    *,
-    resource: str = "huawei.com/ascend-1980",
-    cards: int = 8,
-    tasks: Mapping[str, Mapping[str, Any]] | None = None,
-) -> dict[str, Any]:
-    """A NodeInfo as Volcano serialises it; Idle and Used follow from the NPU requests of `tasks`."""
-    used = 0.0
-    for task in (tasks or {}).values():
-        used += ((task.get("Resreq") or {}).get("ScalarResources") or {}).get(resource, 0.0)
-    total = cards * 1000.0
-    allocatable = {"MilliCPU": 192000.0, "Memory": 1649267441664.0, "ScalarResources": {resource: total}}
-    return {
-        "Name": name,
-        "Node": {
-            "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name, **labels}},
-            "status": {"allocatable": {resource: str(cards), "cpu": "192", "memory": "1536Gi"}},
-        },
-        "State": {"Phase": 1, "Reason": ""},
-        "Releasing": {"MilliCPU": 0.0, "Memory": 0.0, "ScalarResources": None, "MaxTaskNum": 0},
-        "Pipelined": {"MilliCPU": 0.0, "Memory": 0.0, "ScalarResources": None, "MaxTaskNum": 0},
-        "Idle": {**allocatable, "ScalarResources": {resource: total - used}, "MaxTaskNum": 110},
-        "Used": {"MilliCPU": 0.0, "Memory": 0.0, "ScalarResources": {resource: used}, "MaxTaskNum": 0},
-        "Allocatable": {**allocatable, "MaxTaskNum": 110},
-        "Capacity": {**allocatable, "MaxTaskNum": 110},
-        "Tasks": dict(tasks or {}),
-        "RevocableZone": "",
-        "Others": None,
-    }
-
-
-def cluster_labels(
-    leaves: int, servers_per_leaf: int, leaves_per_pod: int | None
-) -> Iterator[tuple[str, dict[str, str]]]:
-    """(node name, topology labels) for a Clos cluster: `volcano.sh/tor` in 2 tiers, NVIDIA leaf/spine in 3."""
-    for leaf in range(leaves):
-        for slot in range(servers_per_leaf):
-            name = f"npu-{leaf:03d}-{slot:02d}"
-            if leaves_per_pod:
-                yield name, {LEAF_LABEL: f"leaf-{leaf:03d}", SPINE_LABEL: f"pod-{leaf // leaves_per_pod:02d}"}
-            else:
-                yield name, {TOR_LABEL: f"leaf-{leaf:03d}"}
-
-
-# ------------------------------------------------------------------------------------------------------ simulation
-
-
-@dataclass(frozen=True, slots=True)
-class JobOutcome:
-    """Where one job landed and what its ring achieves."""
-
-    scheduler: str
-    job: str
-    size: int
-    nodes: tuple[str, ...]
-    leaves: int
-    leaves_bound: int
-    """Fewest leaves the job could have used, given the free nodes when it arrived."""
-    spines: int
-    ring_busbw_pod_index: float | None
-    ring_busbw_planned: float | None
-
-    def to_dict(self) -> dict[str, Any]:
-        """JSON form (node list left out)."""
-        return {
-            "scheduler": self.scheduler,
-            "job": self.job,
-            "size": self.size,
-            "leaves": self.leaves,
-            "leaves_bound": self.leaves_bound,
-            "spines": self.spines,
-            "ring_busbw_pod_index": self.ring_busbw_pod_index,
-            "ring_busbw_planned": self.ring_busbw_planned,
-        }
-
-
-def simulate(
-    scheduler: str,
-    *,
-    leaves: int,
-    servers_per_leaf: int,
-    leaves_per_pod: int | None,
-    occupancy: float,
-    job_sizes: Sequence[int],
-    seed: int,
-    session_open: bool = True,
-    settings: Settings | None = None,
-) -> list[JobOutcome]:
-    """Place `job_sizes` in order with `scheduler` ("default" or "extender"); jobs that do not fit are skipped."""
-    from webhook.extender_scoring import ExtenderState, predicate_for, read_task, score_nodes
-
-    settings = settings or Settings()
-    profile = settings.profiles[0]
-    resource = profile.resource_name
-    cards = profile.cards_per_node
-    layout = list(cluster_labels(leaves, servers_per_leaf, leaves_per_pod))
-    cluster_rng = np.random.default_rng(seed)
-    busy = set(cluster_rng.choice(len(layout), size=round(occupancy * len(layout)), replace=False).tolist())
-    nodes: dict[str, dict[str, Any]] = {}
-    for i, (name, labels) in enumerate(layout):
-        background: dict[str, dict[str, Any]] = {}
-        if i in busy:
-            other = task_info(namespace="other", job_name=f"other-{i}", index=0, ring_label=None, node_name=name)
-            background[other["UID"]] = other
-        nodes[name] = node_info(name, labels, resource=resource, cards=cards, tasks=background)
-    paths = {name: tuple(labels.values()) for name, labels in layout}
-    tie_rng = np.random.default_rng(seed + 1)
-    state = ExtenderState(settings)
-    outcomes: list[JobOutcome] = []
-    for j, size in enumerate(job_sizes):
-        job_name = f"job-{j:02d}"
-        tasks = [
-            task_info(namespace="train", job_name=job_name, index=k, resource=resource, cards=cards)
-            for k in range(size)
-        ]
-        job_id = tasks[0]["Job"]
-        if session_open:
-            state.job_sizes[job_id] = size
-        free = [n for n, info in nodes.items() if _free_cards(info, resource) >= cards]
-        if len(free) < size:
-            continue
-        free_per_leaf: dict[str, int] = {}
-        for name in free:
-            free_per_leaf[paths[name][0]] = free_per_leaf.get(paths[name][0], 0) + 1
-        bound = _min_leaves(free_per_leaf.values(), size)
-        chosen: list[str] = []
-        for task in tasks:
-            view = read_task(task, settings)
-            if scheduler == "extender":
-                candidates = [info for info in nodes.values() if not predicate_for(view, info, state)["status"]]
-                scores, _ = score_nodes(view, candidates, state)
-                best = max(scores.values())
-                top = sorted(n for n, s in scores.items() if s == best)
-                pick = top[int(tie_rng.integers(len(top)))]
-            else:
-                candidates = [info for info in nodes.values() if _free_cards(info, resource) >= cards]
-                pick = candidates[int(tie_rng.integers(len(candidates)))]["Name"]
-            placed = dict(task, NodeName=pick, Status=2)
-            info = nodes[pick]
-            info["Tasks"][placed["UID"]] = placed
-            info["Idle"]["ScalarResources"][resource] -= cards * 1000.0
-            chosen.append(pick)
-        outcomes.append(_outcome(scheduler, job_name, chosen, paths, bound))
-    return outcomes
-
-
-def _free_cards(info: Mapping[str, Any], resource: str) -> float:
-    return float(info["Idle"]["ScalarResources"].get(resource, 0.0)) / 1000.0
-
-
-def _min_leaves(free_per_leaf: Iterable[int], size: int) -> int:
-    """Fewest leaves whose free nodes hold `size` servers (largest leaves first is optimal)."""
-    count = 0
-    for free in sorted(free_per_leaf, reverse=True):
-        if size <= 0:
-            break
-        size -= free
-        count += 1
-    return count
-
-
-def _outcome(
-    scheduler: str, job: str, chosen: Sequence[str], paths: Mapping[str, tuple[str, ...]], leaves_bound: int
-) -> JobOutcome:
-    leaf_set = {paths[n][0] for n in chosen}
-    spine_set = {paths[n][1] for n in chosen if len(paths[n]) > 1}
-    return JobOutcome(
-        scheduler=scheduler,
-        job=job,
-        size=len(chosen),
-        nodes=tuple(chosen),
-        leaves=len(leaf_set),
-        leaves_bound=leaves_bound,
-        spines=len(spine_set) or 1,
-        ring_busbw_pod_index=None,
-        ring_busbw_planned=None,
-    )
 
 
 def planner_available() -> bool:
@@ -392,31 +126,11 @@ def with_bandwidth(
     placement = worker_placement(outcome.job, outcome.nodes, namespace="train")
     topology = Topology(paths=dict(paths), fabric=settings.topology.fabric, source="simulation")
     result = plan_module.plan_ranks(placement, topology, "ring", settings.planning.routing, rng=seed)
-    return JobOutcome(
-        **{
-            **{f: getattr(outcome, f) for f in outcome.__dataclass_fields__},
-            "ring_busbw_pod_index": round(float(result.before.ring_busbw), 4),
-            "ring_busbw_planned": round(float(result.after.ring_busbw), 4),
-        }
+    return replace(
+        outcome,
+        ring_busbw_pod_index=round(float(result.before.ring_busbw), 4),
+        ring_busbw_planned=round(float(result.after.ring_busbw), 4),
     )
-
-
-def summarise(outcomes: Sequence[JobOutcome]) -> dict[str, Any]:
-    """Mean leaves spanned, excess over the bound, and mean bus bandwidth of one scheduler's jobs."""
-    if not outcomes:
-        return {"jobs": 0}
-    planned = [o.ring_busbw_planned for o in outcomes if o.ring_busbw_planned is not None]
-    pod_index = [o.ring_busbw_pod_index for o in outcomes if o.ring_busbw_pod_index is not None]
-    return {
-        "jobs": len(outcomes),
-        "servers": sum(o.size for o in outcomes),
-        "mean_leaves": round(sum(o.leaves for o in outcomes) / len(outcomes), 3),
-        "mean_leaves_bound": round(sum(o.leaves_bound for o in outcomes) / len(outcomes), 3),
-        "jobs_at_bound": sum(1 for o in outcomes if o.leaves == o.leaves_bound),
-        "mean_spines": round(sum(o.spines for o in outcomes) / len(outcomes), 3),
-        "mean_ring_busbw_pod_index": round(sum(pod_index) / len(pod_index), 4) if pod_index else None,
-        "mean_ring_busbw_planned": round(sum(planned) / len(planned), 4) if planned else None,
-    }
 
 
 def _parse_sizes(text: str) -> list[int]:
@@ -430,6 +144,10 @@ def _parse_sizes(text: str) -> list[int]:
 
 
 def _run(args: argparse.Namespace) -> int:
+    from webhook.extender import ExtenderService
+    from webhook.extender_sim import ClusterSpec, VolcanoConfig, build_cluster, simulate, summarise
+    from webhook.metrics import Metrics
+
     sizes = _parse_sizes(args.jobs)
     if args.leaves < 1 or args.servers_per_leaf < 1:
         raise CommandError("--leaves and --servers-per-leaf must be at least 1")
@@ -437,43 +155,47 @@ def _run(args: argparse.Namespace) -> int:
         raise CommandError("--leaves-per-pod must be at least 1 (or left out for a 2-tier fabric)")
     if not 0.0 <= args.occupancy < 1.0:
         raise CommandError("--occupancy must be in [0, 1), e.g. 0.5")
-    schedulers = ("default", "extender") if args.scheduler == "both" else (args.scheduler,)
-    paths = {
-        name: tuple(labels.values())
-        for name, labels in cluster_labels(args.leaves, args.servers_per_leaf, args.leaves_per_pod)
-    }
-    plan = not args.no_plan and planner_available()
-    if not args.no_plan and not plan:
-        print(json.dumps({"note": "planner._plan is not installed: bus bandwidth left out"}), file=sys.stderr)
-    for scheduler in schedulers:
-        outcomes = simulate(
-            scheduler,
-            leaves=args.leaves,
-            servers_per_leaf=args.servers_per_leaf,
-            leaves_per_pod=args.leaves_per_pod,
-            occupancy=args.occupancy,
-            job_sizes=sizes,
-            seed=args.seed,
-            session_open=not args.no_session_open,
+    release = volcano_release(args.volcano_version)
+    if release is None or release < (1, 7):
+        raise CommandError(
+            f"--volcano-version: expected a release from 1.7 on, such as 1.10 (got {args.volcano_version!r})"
         )
+    settings = _settings(args.settings)
+    scheduler = SCHEDULER_ALIASES.get(args.scheduler, args.scheduler)
+    schedulers = ("volcano", "ringroute") if scheduler == "both" else (scheduler,)
+    spec = ClusterSpec(args.leaves, args.servers_per_leaf, args.leaves_per_pod, args.occupancy)
+    _, paths = build_cluster(spec, args.seed)
+    plan = not args.no_plan and planner_available()
+    config = VolcanoConfig(release=release, session_open=not args.no_session_open, events=args.allocate_events)
+    # The extender's per-plan log lines would drown the JSON output.
+    logging.getLogger("webhook.extender").setLevel(logging.WARNING)
+    leaves: dict[str, list[int]] = {}
+    for name in schedulers:
+        service = ExtenderService(settings, Metrics()) if name == "ringroute" else None
+        outcomes = simulate(name, spec, sizes, seed=args.seed, config=config, service=service)
         if plan:
-            outcomes = [with_bandwidth(o, paths, seed=args.seed) for o in outcomes]
+            outcomes = [with_bandwidth(o, paths, seed=args.seed, settings=settings) for o in outcomes]
         for outcome in outcomes:
             print(json.dumps(outcome.to_dict()))
-        print(json.dumps({"summary": scheduler, **summarise(outcomes)}))
+        print(json.dumps({"summary": name, **summarise(outcomes)}))
+        leaves[name] = [o.leaves for o in outcomes]
+        # The optimum follows the run that reaches it job after job; Volcano's own run leaves other free nodes.
+        if name == "ringroute" or "optimum" not in leaves:
+            leaves["optimum"] = [o.leaves_bound for o in outcomes]
+    print(json.dumps({"leaves_per_job": leaves, "sizes": sizes}))
     return 0
 
 
-__all__ = [
-    "JobOutcome",
-    "cluster_labels",
-    "node_info",
-    "planner_available",
-    "register",
-    "resource_milli",
-    "simulate",
-    "summarise",
-    "task_info",
-    "with_bandwidth",
-    "worker_placement",
-]
+def _settings(path: str | None) -> Settings:
+    if path is None:
+        return Settings()
+    import yaml
+
+    try:
+        with open(path, encoding="utf-8") as handle:
+            return settings_from_mapping(yaml.safe_load(handle) or {})
+    except (OSError, yaml.YAMLError, SettingsError) as exc:
+        raise CommandError(f"--settings: {exc}") from exc
+
+
+__all__ = ["planner_available", "register", "with_bandwidth", "worker_placement"]

@@ -1,7 +1,8 @@
 """`ringroute serve`: admission over TLS, the scheduler extender on its own port, and the rank-table controller.
 
-One process, or `--workers N` processes sharing the admission port (SO_REUSEPORT); only the first worker runs
-the extender and the controller. SIGTERM drains in-flight requests, releases the controller lease and exits.
+Admission runs in one process, or `--workers N` processes sharing the admission port (SO_REUSEPORT); the first
+one also runs the controller and supervises the extender, which runs in a process of its own. SIGTERM drains
+in-flight requests, releases the controller lease, stops the extender and exits.
 """
 
 from __future__ import annotations
@@ -35,6 +36,8 @@ SHUTDOWN_GRACE_S = 10.0
 CLUSTER_FACTS_INTERVAL_S = 180.0
 """How often admission looks again for HyperNodes (`networkTopology.inject: auto`), so a cluster that gains them
 gets `spec.networkTopology` without a restart."""
+EXTENDER_RESTART_BACKOFF_S = (1.0, 2.0, 5.0, 10.0, 30.0)
+"""Waits before restarting an extender process that died, growing with each restart."""
 
 
 @dataclass(frozen=True)
@@ -241,7 +244,8 @@ async def keep_cluster_facts(
 
 
 async def run_worker(options: ServeOptions, *, primary: bool, stop: asyncio.Event | None = None) -> int:
-    """Serve until SIGTERM/SIGINT (or `stop`); the primary worker also runs the extender and the controller."""
+    """Serve until SIGTERM/SIGINT (or `stop`); the primary worker also runs the controller and supervises the
+    extender's process."""
     from aiohttp import web
 
     from certs import ServingCertificates
@@ -297,14 +301,7 @@ async def run_worker(options: ServeOptions, *, primary: bool, stop: asyncio.Even
     log.info("event=admission_listening address=%s:%d pid=%d", options.host, options.port, os.getpid())
 
     if primary and settings.extender.enabled:
-        from webhook.extender import extender_app
-
-        ext_host, ext_port = parse_address(settings.extender.listen, "extender.listen")
-        extender = web.AppRunner(extender_app(settings, metrics), access_log=None)
-        await extender.setup()
-        runners.append(extender)
-        await web.TCPSite(extender, ext_host, ext_port).start()
-        log.info("event=extender_listening address=%s:%d", ext_host, ext_port)
+        tasks.append(asyncio.create_task(supervise_extender(options, stop), name="extender-process"))
 
     if primary and settings.controller.enabled and api is not None:
         from webhook.controller import run_controller
@@ -335,6 +332,81 @@ async def run_worker(options: ServeOptions, *, primary: bool, stop: asyncio.Even
     return 0
 
 
+async def supervise_extender(options: ServeOptions, stop: asyncio.Event) -> None:
+    """Run the scheduler extender in a process of its own, restarted with backoff when it dies, until `stop`.
+
+    Volcano's payloads are megabytes per call and arrive in bursts; in its own process the extender has its own
+    CPU and event loop, so admission (which fails closed) never waits behind it, and a crash or an oversized body
+    there leaves admission running.
+    """
+    context = multiprocessing.get_context("spawn")
+    loop = asyncio.get_running_loop()
+    restarts = 0
+    while not stop.is_set():
+        process = context.Process(target=_extender_main, args=(options,), name="ringroute-extender", daemon=True)
+        process.start()
+        log.info("event=extender_process_started pid=%s", process.pid)
+        exited: asyncio.Future[Any] = loop.create_future()
+
+        def on_exit(future: asyncio.Future[Any] = exited) -> None:
+            if not future.done():
+                future.set_result(None)
+
+        loop.add_reader(process.sentinel, on_exit)
+        stopping: asyncio.Future[Any] = asyncio.ensure_future(stop.wait())
+        try:
+            await asyncio.wait([exited, stopping], return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            stopping.cancel()
+        if stop.is_set():
+            if process.is_alive():
+                process.terminate()
+                with contextlib.suppress(asyncio.TimeoutError):
+                    await asyncio.wait_for(asyncio.shield(exited), SHUTDOWN_GRACE_S)
+            loop.remove_reader(process.sentinel)
+            if process.is_alive():
+                process.kill()
+            process.join(1.0)
+            return
+        loop.remove_reader(process.sentinel)
+        process.join(1.0)
+        delay = EXTENDER_RESTART_BACKOFF_S[min(restarts, len(EXTENDER_RESTART_BACKOFF_S) - 1)]
+        restarts += 1
+        log.error("event=extender_process_exited exitcode=%s restart_in_s=%s", process.exitcode, delay)
+        with contextlib.suppress(asyncio.TimeoutError):
+            await asyncio.wait_for(stop.wait(), delay)
+
+
+def _extender_main(options: ServeOptions) -> None:
+    logging.basicConfig(level=options.log_level.upper(), format="%(message)s")
+    raise SystemExit(asyncio.run(run_extender(options)))
+
+
+async def run_extender(options: ServeOptions, *, stop: asyncio.Event | None = None) -> int:
+    """Serve the scheduler extender until SIGTERM/SIGINT (or `stop`)."""
+    from aiohttp import web
+
+    from webhook.extender import extender_app
+    from webhook.metrics import Metrics
+
+    settings = load_options_settings(options)
+    stop = stop or asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        with contextlib.suppress(NotImplementedError, RuntimeError):
+            loop.add_signal_handler(signum, stop.set)
+    host, port = parse_address(settings.extender.listen, "extender.listen")
+    runner = web.AppRunner(extender_app(settings, Metrics()), access_log=None, shutdown_timeout=SHUTDOWN_GRACE_S)
+    await runner.setup()
+    await web.TCPSite(runner, host, port, backlog=1024).start()
+    log.info("event=extender_listening address=%s:%d pid=%d", host, port, os.getpid())
+    gc.collect()
+    gc.freeze()
+    await stop.wait()
+    await runner.cleanup()
+    return 0
+
+
 __all__ = [
     "CLUSTER_FACTS_INTERVAL_S",
     "ServeOptions",
@@ -344,5 +416,7 @@ __all__ = [
     "parse_address",
     "refresh_cluster_facts",
     "register",
+    "run_extender",
     "run_worker",
+    "supervise_extender",
 ]

@@ -2,8 +2,8 @@
 
 Volcano's `extender` plugin POSTs JSON to `<extender.urlPrefix>/<verb>` and treats any non-200 answer as an
 error (ignored when `extender.ignorable: true`). A body that is not an extender payload gets HTTP 400 with a
-one-line message; an internal error never fails scheduling: it answers "fits" / no scores, is logged and is
-counted in `ringroute_extender_degraded_total`.
+one-line message naming the field; an internal error never fails scheduling: it answers "fits" / no scores, is
+logged and is counted in `ringroute_extender_degraded_total`.
 """
 
 from __future__ import annotations
@@ -11,13 +11,24 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, TypeVar
 
+import msgspec
 import orjson
 from aiohttp import web
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from webhook import extender_scoring as scoring
-from webhook.extender_scoring import ExtenderState, PayloadError
+from webhook.extender_answers import Release, configured_release, predicate_answer
+from webhook.extender_fit import TaskView, read_task
+from webhook.extender_state import ExtenderState, JobPlan
+from webhook.extender_types import (
+    EventRequest,
+    PredicateRequest,
+    PrioritizeRequest,
+    SessionOpenRequest,
+    TaskInfo,
+)
 from webhook.metrics import Metrics
 from webhook.settings import Settings
 
@@ -29,80 +40,159 @@ full Pod objects, and onSessionOpen sends the whole cluster: tens of MB on large
 limit is 1 MiB)."""
 
 STATE_KEY = web.AppKey("extender_state", ExtenderState)
-"""The app's ExtenderState (job placement memory, topology cache)."""
+"""The app's ExtenderState (node view, session jobs, gang plans)."""
 
 PREFIX = "/extender"
 
 Outcome = str
-VerbResult = tuple[dict[str, Any], Outcome]
+VerbResult = tuple[Any, Outcome]
+Request = TypeVar("Request", bound=msgspec.Struct)
+
+
+class PayloadError(ValueError):
+    """The request body is not a Volcano extender payload; the message names the field (HTTP 400)."""
+
+
+_DECODERS: dict[type[Any], msgspec.json.Decoder[Any]] = {
+    kind: msgspec.json.Decoder(kind) for kind in (PredicateRequest, PrioritizeRequest, SessionOpenRequest, EventRequest)
+}
+
+
+def decode(kind: type[Request], raw: bytes) -> Request:
+    """Decode a request body into `kind`; PayloadError with the field path when it does not fit."""
+    try:
+        return _DECODERS[kind].decode(raw)  # type: ignore[no-any-return]
+    except msgspec.ValidationError as exc:
+        raise PayloadError(_field_message(str(exc))) from None
+    except msgspec.DecodeError as exc:
+        raise PayloadError(f"body: not a JSON object ({exc})") from None
+
+
+def _field_message(text: str) -> str:
+    """msgspec's "Expected `int`, got `str` - at `$.task.Status`" as "task.Status: expected `int`, got `str`"."""
+    message, sep, where = text.rpartition(" - at `")
+    if not sep:
+        message, where = text, ""
+    path = where.rstrip("`").removeprefix("$").lstrip(".") or "body"
+    return f"{path}: {message[:1].lower()}{message[1:]}"
+
+
+class ExtenderService:
+    """The extender's verbs on request bytes: each returns the answer object and the metrics outcome, or raises
+    PayloadError. The HTTP app wraps it; the scheduling simulation calls it directly with Volcano's bodies."""
+
+    def __init__(self, settings: Settings, metrics: Metrics, state: ExtenderState | None = None) -> None:
+        self.settings = settings
+        self.metrics = metrics
+        self.state = state or ExtenderState(settings)
+        self.state.on_plan = _plan_logger(metrics)
+        self.release: Release | None = configured_release(settings)
+
+    def predicate(self, raw: bytes) -> VerbResult:
+        """POST <prefix>/predicate."""
+        request = decode(PredicateRequest, raw)
+        task = _task(request.task, self.settings)
+        if task.profile is None:
+            return predicate_answer(scoring.FITS, self.release), "neutral"
+        if request.node is None:
+            raise PayloadError("node: missing; a predicate request has 'node' at the top level")
+        verdict = scoring.predicate(task, request.node, self.state)
+        self.state.maybe_prune()
+        return predicate_answer(verdict, self.release), "fit" if verdict.passes else "unfit"
+
+    def prioritize(self, raw: bytes) -> VerbResult:
+        """POST <prefix>/prioritize."""
+        request = decode(PrioritizeRequest, raw)
+        task = _task(request.task, self.settings)
+        scores = scoring.prioritize(task, request.nodes or [], self.state)
+        self.state.maybe_prune()
+        return {"nodeScore": scores, "errorMessage": ""}, "scored" if scores else "neutral"
+
+    def session_open(self, raw: bytes) -> VerbResult:
+        """POST <prefix>/onSessionOpen: the scheduler's cache at the start of a session."""
+        request = decode(SessionOpenRequest, raw) if raw.strip() else SessionOpenRequest()
+        counts = self.state.open_session(request)
+        self.metrics.extender_session_bytes.set(len(raw))
+        self.metrics.extender_session_nodes.set(counts["nodes"])
+        log.info("event=extender_session_open bytes=%d %s", len(raw), " ".join(f"{k}={v}" for k, v in counts.items()))
+        return {}, "ok"
+
+    def session_close(self, raw: bytes) -> VerbResult:
+        """POST <prefix>/onSessionClose."""
+        if raw.strip():
+            _json_object(raw)
+        self.state.maybe_prune()
+        return {}, "ok"
+
+    def allocate(self, raw: bytes) -> VerbResult:
+        """POST <prefix>/allocate (Volcano 1.13+ `allocateFuncVerb`): a task took a node in this session."""
+        task = _task(decode(EventRequest, raw).task, self.settings)
+        self.state.allocated(task)
+        return {"errorMessage": ""}, "ok" if task.profile is not None else "neutral"
+
+    def deallocate(self, raw: bytes) -> VerbResult:
+        """POST <prefix>/deallocate (Volcano 1.13+ `deallocateFuncVerb`): an allocation was undone."""
+        task = _task(decode(EventRequest, raw).task, self.settings)
+        self.state.deallocated(task)
+        return {"errorMessage": ""}, "ok" if task.profile is not None else "neutral"
 
 
 def extender_app(settings: Settings, metrics: Metrics, *, state: ExtenderState | None = None) -> web.Application:
-    """The extender application: POST `/extender/predicate`, `/extender/prioritize`, `/extender/onSessionOpen`,
-    `/extender/onSessionClose`, and GET `/extender/healthz`.
+    """The extender application: POST `/extender/predicate`, `/prioritize`, `/onSessionOpen`, `/onSessionClose`,
+    `/allocate`, `/deallocate`; GET `/extender/healthz` and `/metrics`.
 
-    `state` lets tests and benchmarks supply an ExtenderState (e.g. with a fixed topology reader).
+    `state` lets tests supply an ExtenderState (e.g. with a fake clock).
     """
-    state = state or ExtenderState(settings)
+    service = ExtenderService(settings, metrics, state)
     app = web.Application(client_max_size=settings.extender.max_body_mib * 1024 * 1024)
-    app[STATE_KEY] = state
-
-    def predicate(raw: bytes) -> VerbResult:
-        body = _json_object(raw)
-        task = scoring.read_task(_member(body, "task"), settings)
-        answer = scoring.predicate_for(task, _member(body, "node", required=task.profile is not None), state)
-        if answer["status"]:
-            return dict(answer), "unfit"
-        return dict(answer), "neutral" if task.profile is None else "fit"
-
-    def prioritize(raw: bytes) -> VerbResult:
-        answer = scoring.prioritize_body(raw, settings, state)
-        return dict(answer), "scored" if answer["nodeScore"] else "neutral"
-
-    def session_open(raw: bytes) -> VerbResult:
-        counts = scoring_open(state, _json_object(raw, empty_ok=True))
-        log.info("event=extender_session_open %s", " ".join(f"{k}={v}" for k, v in counts.items()))
-        return {}, "ok"
-
-    def session_close(raw: bytes) -> VerbResult:
-        _json_object(raw, empty_ok=True)
-        state.maybe_prune()
-        return {}, "ok"
-
-    neutral_predicate: dict[str, Any] = dict(scoring.fits())
-    neutral_scores: dict[str, Any] = {"nodeScore": {}, "errorMessage": ""}
-    app.router.add_post(f"{PREFIX}/predicate", _handler("predicate", predicate, neutral_predicate, metrics))
-    app.router.add_post(f"{PREFIX}/prioritize", _handler("prioritize", prioritize, neutral_scores, metrics))
-    app.router.add_post(f"{PREFIX}/onSessionOpen", _handler("onSessionOpen", session_open, {}, metrics))
-    app.router.add_post(f"{PREFIX}/onSessionClose", _handler("onSessionClose", session_close, {}, metrics))
+    app[STATE_KEY] = service.state
+    neutral_predicate: Any = predicate_answer(scoring.FITS, service.release)
+    verbs: list[tuple[str, Callable[[bytes], VerbResult], Any]] = [
+        ("predicate", service.predicate, neutral_predicate),
+        ("prioritize", service.prioritize, {"nodeScore": {}, "errorMessage": ""}),
+        ("onSessionOpen", service.session_open, {}),
+        ("onSessionClose", service.session_close, {}),
+        ("allocate", service.allocate, {"errorMessage": ""}),
+        ("deallocate", service.deallocate, {"errorMessage": ""}),
+    ]
+    for verb, work, neutral in verbs:
+        app.router.add_post(f"{PREFIX}/{verb}", _handler(verb, work, neutral, metrics))
     app.router.add_get(f"{PREFIX}/healthz", _healthz)
+
+    async def metrics_page(_: web.Request) -> web.Response:
+        return web.Response(body=generate_latest(metrics.registry), headers={"Content-Type": CONTENT_TYPE_LATEST})
+
+    app.router.add_get("/metrics", metrics_page)
     return app
 
 
-def scoring_open(state: ExtenderState, body: dict[str, Any]) -> dict[str, int]:
-    """Seed the state from an OnSessionOpenRequest (separate so tests can make it fail)."""
-    return state.open_session(body)
+def _task(task: TaskInfo | None, settings: Settings) -> TaskView:
+    if task is None:
+        raise PayloadError("task: missing; a Volcano extender request has 'task' at the top level")
+    return read_task(task, settings)
 
 
-def _member(body: dict[str, Any], name: str, *, required: bool = True) -> Any:
-    """A top-level request member by its json tag (`task`), also accepted as `Task`."""
-    value = body.get(name)
-    if value is None:
-        value = body.get(name[0].upper() + name[1:])
-    if value is None and required:
-        raise PayloadError(f"{name}: missing; a Volcano extender request has {name!r} at the top level")
-    return value
+def _plan_logger(metrics: Metrics) -> Callable[[TaskView, JobPlan | None], None]:
+    def on_plan(task: TaskView, plan: JobPlan | None) -> None:
+        if plan is None:
+            metrics.extender_gang_plans.labels("no_fit").inc()
+            log.info("event=extender_gang_unplanned job=%s reason=free_nodes_cannot_hold_it_or_size_unknown", task.job)
+            return
+        metrics.extender_gang_plans.labels("enforced" if plan.enforced else "scored").inc()
+        log.info("event=extender_gang_plan %s", scoring.plan_summary(plan))
+
+    return on_plan
 
 
 async def _healthz(request: web.Request) -> web.Response:
     return web.Response(text="ok")
 
 
-def _json_object(raw: bytes, *, empty_ok: bool = False) -> dict[str, Any]:
-    """The request body as a JSON object (an empty body reads as `{}` where Volcano sends nothing useful)."""
-    if empty_ok and not raw.strip():
-        return {}
-    body = scoring.decode_json(raw)
+def _json_object(raw: bytes) -> dict[str, Any]:
+    try:
+        body = orjson.loads(raw)
+    except orjson.JSONDecodeError as exc:
+        raise PayloadError(f"body: not JSON ({exc})") from None
     if not isinstance(body, dict):
         raise PayloadError(f"body: expected a JSON object, got {type(body).__name__}")
     return body
@@ -111,7 +201,7 @@ def _json_object(raw: bytes, *, empty_ok: bool = False) -> dict[str, Any]:
 def _handler(
     verb: str,
     work: Callable[[bytes], VerbResult],
-    neutral: dict[str, Any],
+    neutral: Any,
     metrics: Metrics,
 ) -> Callable[[web.Request], Awaitable[web.Response]]:
     async def handle(request: web.Request) -> web.Response:
@@ -136,8 +226,8 @@ def _handler(
 
 
 def _bad_request(verb: str, message: str) -> web.Response:
-    log.warning("event=extender_bad_request verb=%s error=%r", verb, message)
+    log.warning("event=extender_bad_request verb=%s error=%r", verb, message[:500])
     return web.Response(status=400, body=orjson.dumps({"error": message}), content_type="application/json")
 
 
-__all__ = ["MAX_BODY_BYTES", "PREFIX", "STATE_KEY", "extender_app"]
+__all__ = ["MAX_BODY_BYTES", "PREFIX", "STATE_KEY", "ExtenderService", "PayloadError", "decode", "extender_app"]

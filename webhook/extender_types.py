@@ -1,214 +1,387 @@
 """Wire formats of Volcano's `extender` scheduler plugin (volcano-sh/volcano `pkg/scheduler/plugins/extender`).
 
-Volcano marshals its scheduler structs with Go's encoding/json. The request wrappers carry json tags
-(`task`, `node`, `nodes`), the responses too (`status`/`code`, `nodeScore`/`errorMessage`), but `TaskInfo`,
-`NodeInfo` and `Resource` have none, so their keys are the exported Go field names (`Name`, `Idle`,
-`ScalarResources`, ...). Embedded `TransactionContext` fields (`NodeName`, `Status`, ...) appear at the top level
-of a TaskInfo. `Pod` and `Node` are Kubernetes objects in their usual camelCase JSON. Scalar resources such as
-NPUs are in milli-units (8 cards = 8000). `NodeInfo.Tasks` is keyed by task id (the pod UID).
+Volcano marshals its scheduler structs with Go's encoding/json. The request wrappers carry json tags (`task`,
+`node`, `nodes`), but `TaskInfo`, `NodeInfo`, `JobInfo` and `Resource` have none, so their keys are the exported
+Go field names (`Name`, `Idle`, `ScalarResources`, ...); the embedded `TransactionContext` promotes `NodeName` and
+`Status` to the top level of a TaskInfo. `Pod` and `Node` are Kubernetes objects in their usual camelCase JSON.
+Scalar resources such as NPUs are in milli-units (8 cards = 8000); `NodeInfo.Tasks` is keyed by task id (the pod
+UID).
 
-Every TypedDict here is `total=False`: Volcano versions add and drop fields, and other senders use lower-case
-keys; readers in `webhook.extender_scoring` accept `Name`, `name` and lower camel case and treat null as missing.
+Requests are decoded with msgspec into the structs below, which declare only the fields the extender reads:
+everything else (the bulk: Pod objects of every task on every node, node images and conditions) is skipped
+without building Python objects, and a field of the wrong type is a one-line error naming its path (HTTP 400).
+Missing fields and JSON null take the defaults, as Go's decoder would leave them zero.
+
+Answers differ by release (the extender plugin changed its predicate response twice):
+
+| Volcano | predicate answer decoded | prioritize answer |
+| --- | --- | --- |
+| 1.7 | `{"errorMessage": str}` | `{"nodeScore": {node: float}, "errorMessage": str}` |
+| 1.8, 1.9 | `{"status": [{"Code": int, "Reason": str}]}` | same |
+| 1.10 and later | `{"status": str, "code": int}` | same |
 """
 
 from __future__ import annotations
 
-from typing import Any, TypedDict
+from typing import TypedDict
 
 import msgspec
 
+# ------------------------------------------------------------------------------------------- Kubernetes subsets
 
-class Resource(TypedDict, total=False):
+
+class ObjectMeta(msgspec.Struct, gc=False, omit_defaults=True):
+    """v1 ObjectMeta: the parts the extender reads."""
+
+    name: str = ""
+    namespace: str = ""
+    uid: str = ""
+    labels: dict[str, str] | None = None
+    annotations: dict[str, str] | None = None
+
+
+class NodeMeta(msgspec.Struct, gc=False, omit_defaults=True):
+    """v1 ObjectMeta of a Node: its labels carry the network topology (annotations, often large, are skipped)."""
+
+    name: str = ""
+    labels: dict[str, str] | None = None
+
+
+class EnvVar(msgspec.Struct, gc=False, omit_defaults=True):
+    """v1 EnvVar (a `valueFrom` variable has no value)."""
+
+    name: str = ""
+    value: str | None = None
+
+
+class Container(msgspec.Struct, gc=False, omit_defaults=True):
+    """v1 Container: its env only (route planning is asked for with `ROUTE_PLAN=true`)."""
+
+    env: list[EnvVar] | None = None
+
+
+class NodeSelectorRequirement(msgspec.Struct, gc=False, omit_defaults=True):
+    """v1 NodeSelectorRequirement."""
+
+    key: str = ""
+    operator: str = ""
+    values: list[str] | None = None
+
+
+class NodeSelectorTerm(msgspec.Struct, gc=False, omit_defaults=True):
+    """v1 NodeSelectorTerm (terms are ORed, requirements within a term ANDed)."""
+
+    matchExpressions: list[NodeSelectorRequirement] | None = None  # noqa: N815 (Kubernetes field name)
+    matchFields: list[NodeSelectorRequirement] | None = None  # noqa: N815
+
+
+class NodeSelector(msgspec.Struct, gc=False, omit_defaults=True):
+    """v1 NodeSelector."""
+
+    nodeSelectorTerms: list[NodeSelectorTerm] | None = None  # noqa: N815
+
+
+class NodeAffinity(msgspec.Struct, gc=False, omit_defaults=True):
+    """v1 NodeAffinity: only the required part constrains placement."""
+
+    requiredDuringSchedulingIgnoredDuringExecution: NodeSelector | None = None  # noqa: N815
+
+
+class Affinity(msgspec.Struct, gc=False, omit_defaults=True):
+    """v1 Affinity: node affinity only (pod anti-affinity is one pod per node, which whole nodes imply)."""
+
+    nodeAffinity: NodeAffinity | None = None  # noqa: N815
+
+
+class Toleration(msgspec.Struct, gc=False, omit_defaults=True):
+    """v1 Toleration."""
+
+    key: str = ""
+    operator: str = ""
+    value: str = ""
+    effect: str = ""
+
+
+class PodSpec(msgspec.Struct, gc=False, omit_defaults=True):
+    """v1 PodSpec: what decides route planning and which nodes the pod may use."""
+
+    containers: list[Container] | None = None
+    nodeSelector: dict[str, str] | None = None  # noqa: N815
+    affinity: Affinity | None = None
+    tolerations: list[Toleration] | None = None
+
+
+class Pod(msgspec.Struct, gc=False, omit_defaults=True):
+    """v1 Pod subset."""
+
+    metadata: ObjectMeta | None = None
+    spec: PodSpec | None = None
+
+
+class Taint(msgspec.Struct, gc=False, omit_defaults=True):
+    """v1 Taint."""
+
+    key: str = ""
+    value: str = ""
+    effect: str = ""
+
+
+class NodeSpec(msgspec.Struct, gc=False, omit_defaults=True):
+    """v1 NodeSpec subset."""
+
+    unschedulable: bool = False
+    taints: list[Taint] | None = None
+
+
+class Node(msgspec.Struct, gc=False, omit_defaults=True):
+    """v1 Node subset: its labels carry the network topology."""
+
+    metadata: NodeMeta | None = None
+    spec: NodeSpec | None = None
+
+
+class SessionPod(msgspec.Struct, gc=False, omit_defaults=True):
+    """v1 Pod as far as a session-open task needs it: labels only."""
+
+    metadata: ObjectMeta | None = None
+
+
+# ------------------------------------------------------------------------------------------------ Volcano structs
+
+
+class Resource(msgspec.Struct, gc=False, omit_defaults=True):
     """`api.Resource`: CPU in millicores, memory in bytes, extended resources in milli-units."""
 
-    MilliCPU: float
-    Memory: float
-    ScalarResources: dict[str, float] | None
-    MaxTaskNum: int
+    MilliCPU: float = 0.0
+    Memory: float = 0.0
+    ScalarResources: dict[str, float] | None = None
 
 
-class NodeState(TypedDict, total=False):
+class NodeState(msgspec.Struct, gc=False, omit_defaults=True):
     """`api.NodeState`: Phase 1 = Ready, 2 = NotReady."""
 
-    Phase: int
+    Phase: int = 0
+    Reason: str = ""
+
+
+class TaskInfo(msgspec.Struct, gc=False, omit_defaults=True):
+    """`api.TaskInfo` (plus the promoted fields of the embedded `TransactionContext`) as predicate, prioritize
+    and the event verbs send it."""
+
+    UID: str = ""
+    Job: str = ""
+    """`<namespace>/<podgroup name>`; empty when the pod has no `scheduling.k8s.io/group-name` annotation."""
+    Name: str = ""
+    Namespace: str = ""
+    NodeName: str = ""
+    Status: int = 0
+    """TaskStatus: 1 Pending, 2 Allocated, 4 Pipelined, 8 Binding, 16 Bound, 32 Running, 64 Releasing, ..."""
+    Resreq: Resource | None = None
+    InitResreq: Resource | None = None
+    Pod: Pod | None = None
+
+
+class NodeTask(msgspec.Struct, gc=False, omit_defaults=True):
+    """A TaskInfo as listed in `NodeInfo.Tasks`: identity and status only (its Pod is skipped)."""
+
+    UID: str = ""
+    Job: str = ""
+    Status: int = 0
+
+
+class NodeInfo(msgspec.Struct, gc=False, omit_defaults=True):
+    """`api.NodeInfo`: the parts the extender reads."""
+
+    Name: str = ""
+    Node: Node | None = None
+    State: NodeState | None = None
+    Idle: Resource | None = None
+    Releasing: Resource | None = None
+    Pipelined: Resource | None = None
+    Allocatable: Resource | None = None
+    Tasks: dict[str, NodeTask] | None = None
+
+
+class SessionTask(msgspec.Struct, gc=False, omit_defaults=True):
+    """A TaskInfo inside `JobInfo.Tasks` of onSessionOpen: enough to count the job and see where it runs."""
+
+    UID: str = ""
+    NodeName: str = ""
+    Status: int = 0
+    Resreq: Resource | None = None
+    Pod: SessionPod | None = None
+
+
+class NetworkTopologySpec(msgspec.Struct, gc=False, omit_defaults=True):
+    """PodGroup `spec.networkTopology` (Volcano 1.12+)."""
+
+    mode: str = ""
+    highestTierAllowed: int | None = None  # noqa: N815
+
+
+class PodGroupSpecView(msgspec.Struct, gc=False, omit_defaults=True):
+    """PodGroup spec subset: Volcano (v1.12+) places a job with `networkTopology` on HyperNodes itself."""
+
+    networkTopology: NetworkTopologySpec | None = None  # noqa: N815
+
+
+class PodGroupView(msgspec.Struct, gc=False, omit_defaults=True):
+    """`api.PodGroup` (embeds the scheduling PodGroup, so `spec` is at its top level)."""
+
+    spec: PodGroupSpecView | None = None
+
+
+class JobInfo(msgspec.Struct, gc=False, omit_defaults=True):
+    """`api.JobInfo`, the parts the extender reads from onSessionOpen."""
+
+    UID: str = ""
+    Name: str = ""
+    Namespace: str = ""
+    MinAvailable: int = 0
+    Tasks: dict[str, SessionTask] | None = None
+    PodGroup: PodGroupView | None = None
+
+
+# ------------------------------------------------------------------------------------------------------ requests
+
+
+class PredicateRequest(msgspec.Struct, gc=False, omit_defaults=True):
+    """Body of POST `<urlPrefix>/<predicateVerb>`."""
+
+    task: TaskInfo | None = None
+    node: NodeInfo | None = None
+
+
+class PrioritizeRequest(msgspec.Struct, gc=False, omit_defaults=True):
+    """Body of POST `<urlPrefix>/<prioritizeVerb>`: the task and the nodes that passed every predicate."""
+
+    task: TaskInfo | None = None
+    nodes: list[NodeInfo] | None = None
+
+
+class SessionOpenRequest(msgspec.Struct, gc=False, omit_defaults=True):
+    """Body of POST `<urlPrefix>/<onSessionOpenVerb>` (Go struct without json tags): the scheduler's whole cache."""
+
+    Jobs: dict[str, JobInfo] | None = None
+    Nodes: dict[str, NodeInfo] | None = None
+
+
+class EventRequest(msgspec.Struct, gc=False, omit_defaults=True):
+    """Body of POST `<urlPrefix>/<allocateFuncVerb>` and `<deallocateFuncVerb>` (Volcano 1.13+)."""
+
+    task: TaskInfo | None = None
+
+
+# ------------------------------------------------------------------------------------------------------- answers
+
+
+class PredicateAnswer110(TypedDict):
+    """Predicate answer of Volcano >= 1.10: `ErrorMessage string json:"status"`, `Code int json:"code"`; an empty
+    status passes. `errorMessage` is added for 1.7, which reads only that key."""
+
+    status: str | None
+    code: int
+    errorMessage: str
+
+
+class PredicateStatus(TypedDict):
+    """`api.Status` of Volcano 1.8 and 1.9 (no json tags)."""
+
+    Code: int
     Reason: str
 
 
-class TaskInfo(TypedDict, total=False):
-    """`api.TaskInfo` (plus the promoted fields of the embedded `TransactionContext`)."""
+class PredicateAnswer18(TypedDict):
+    """Predicate answer of Volcano 1.8 and 1.9: a list of statuses; an empty or null list passes."""
 
-    UID: str
-    Job: str
-    """`<namespace>/<podgroup name>`; empty when the pod has no `scheduling.k8s.io/group-name` annotation."""
-    Name: str
-    Namespace: str
-    TaskRole: str
-    Resreq: Resource | None
-    InitResreq: Resource | None
-    NodeName: str
-    EvictionOccurred: bool
-    JobAllocatedHyperNode: str
-    Status: int
-    """TaskStatus bit: 1 Pending, 2 Allocated, 4 Pipelined, 8 Binding, 16 Bound, 32 Running, 64 Releasing, ..."""
-    LastTransaction: dict[str, Any] | None
-    Priority: int
-    Preemptable: bool
-    BestEffort: bool
-    RevocableZone: str
-    Pod: dict[str, Any] | None
-    """The v1 Pod (camelCase JSON)."""
+    status: list[PredicateStatus] | None
+    errorMessage: str
 
 
-class NodeInfo(TypedDict, total=False):
-    """`api.NodeInfo`."""
-
-    Name: str
-    Node: dict[str, Any] | None
-    """The v1 Node (camelCase JSON); its labels carry the network topology."""
-    State: NodeState | None
-    Releasing: Resource | None
-    Pipelined: Resource | None
-    Idle: Resource | None
-    Used: Resource | None
-    Allocatable: Resource | None
-    Capacity: Resource | None
-    Tasks: dict[str, TaskInfo] | None
-    RevocableZone: str
-    Others: dict[str, Any] | None
-
-
-class JobInfo(TypedDict, total=False):
-    """`api.JobInfo`, the parts the extender reads from `onSessionOpen`."""
-
-    UID: str
-    Name: str
-    Namespace: str
-    MinAvailable: int
-    Tasks: dict[str, TaskInfo] | None
-
-
-class PredicateRequest(TypedDict, total=False):
-    """Body of POST `<urlPrefix>/<predicateVerb>`."""
-
-    task: TaskInfo
-    node: NodeInfo
-
-
-class PredicateResponse(TypedDict):
-    """Answer to a predicate call: an empty `status` means the node fits.
-
-    Go: `ErrorMessage string json:"status"`, `Code int json:"code"`. Codes are Volcano's `api` status codes
-    (0 Success, 1 Error, 2 Unschedulable, 3 UnschedulableAndUnresolvable); Volcano turns a non-empty message
-    with code 0 into code 1.
-    """
-
-    status: str
-    code: int
-
-
-class PrioritizeRequest(TypedDict, total=False):
-    """Body of POST `<urlPrefix>/<prioritizeVerb>`: the task and the nodes that passed the predicates."""
-
-    task: TaskInfo
-    nodes: list[NodeInfo]
-
-
-class PrioritizeResponse(TypedDict):
+class PrioritizeAnswer(TypedDict):
     """Answer to a prioritize call; Volcano adds `nodeScore` to the other plugins' scores when `errorMessage` is
-    empty. An empty `nodeScore` map expresses no preference."""
+    empty and `nodeScore` is not null."""
 
     nodeScore: dict[str, float]
     errorMessage: str
 
 
-class OnSessionOpenRequest(TypedDict, total=False):
-    """Body of POST `<urlPrefix>/<onSessionOpenVerb>` (Go struct without json tags)."""
+class EventAnswer(TypedDict):
+    """Answer to an allocate/deallocate event (`EventHandlerResponse`); a message fails the allocation."""
 
-    Jobs: dict[str, JobInfo] | None
-    Nodes: dict[str, NodeInfo] | None
-    Queues: dict[str, Any] | None
-    NamespaceInfo: dict[str, Any] | None
-    RevocableNodes: dict[str, NodeInfo] | None
-    NodeList: list[str] | None
+    errorMessage: str
 
 
-# --- fast-path decode types: only the fields prioritize reads, with Volcano's exact key names. msgspec skips every
-# other field (notably the Pod objects inside NodeInfo.Tasks) without building Python objects, which is what keeps
-# a 1,000-node prioritize call well under Volcano's timeout. Payloads that do not fit (lower-case keys, odd types)
-# are read again by the lenient dict readers.
-
-
-class FastMeta(msgspec.Struct, gc=False):
-    """v1 ObjectMeta: the parts the extender reads."""
-
-    name: str | None = None
-    labels: dict[str, str] | None = None
-
-
-class FastNode(msgspec.Struct, gc=False):
-    """v1 Node: metadata only."""
-
-    metadata: FastMeta | None = None
-
-
-class FastResource(msgspec.Struct, gc=False):
-    """api.Resource: extended resources only."""
-
-    ScalarResources: dict[str, float] | None = None
-
-
-class FastTask(msgspec.Struct, gc=False):
-    """api.TaskInfo as listed in NodeInfo.Tasks: identity and status only."""
-
-    UID: str | None = None
-    Job: str | None = None
-    Status: int | None = None
-
-
-class FastNodeInfo(msgspec.Struct, gc=False):
-    """api.NodeInfo: the parts prioritize reads."""
-
-    Name: str | None = None
-    Node: FastNode | None = None
-    Idle: FastResource | None = None
-    Allocatable: FastResource | None = None
-    Releasing: FastResource | None = None
-    Pipelined: FastResource | None = None
-    Tasks: dict[str, FastTask] | None = None
-
-
-class FastPrioritizeRequest(msgspec.Struct, gc=False):
-    """PrioritizeRequest with the task kept as raw JSON (it is read in full, leniently)."""
-
-    task: msgspec.Raw = msgspec.Raw(b"null")
-    nodes: list[FastNodeInfo] | None = None
-
-
-# Volcano `api` status codes used in PredicateResponse.code.
+# Volcano `api` status codes used in predicate answers.
 CODE_SUCCESS = 0
 CODE_ERROR = 1
 CODE_UNSCHEDULABLE = 2
 CODE_UNSCHEDULABLE_AND_UNRESOLVABLE = 3
+
+# TaskStatus values (`api.TaskStatus`, a bit each).
+STATUS_PENDING = 1
+STATUS_ALLOCATED = 2
+STATUS_PIPELINED = 4
+STATUS_BINDING = 8
+STATUS_BOUND = 16
+STATUS_RUNNING = 32
+STATUS_RELEASING = 64
+STATUS_SUCCEEDED = 128
+STATUS_FAILED = 256
+GONE_STATUSES = frozenset({STATUS_RELEASING, STATUS_SUCCEEDED, STATUS_FAILED})
+"""Tasks that no longer count towards a job's size or placement."""
+PLACED_STATUSES = frozenset({STATUS_ALLOCATED, STATUS_PIPELINED, STATUS_BINDING, STATUS_BOUND, STATUS_RUNNING})
+"""Tasks that hold (or are about to hold) a node."""
 
 __all__ = [
     "CODE_ERROR",
     "CODE_SUCCESS",
     "CODE_UNSCHEDULABLE",
     "CODE_UNSCHEDULABLE_AND_UNRESOLVABLE",
-    "FastMeta",
-    "FastNode",
-    "FastNodeInfo",
-    "FastPrioritizeRequest",
-    "FastResource",
-    "FastTask",
+    "GONE_STATUSES",
+    "PLACED_STATUSES",
+    "STATUS_ALLOCATED",
+    "STATUS_BINDING",
+    "STATUS_BOUND",
+    "STATUS_FAILED",
+    "STATUS_PENDING",
+    "STATUS_PIPELINED",
+    "STATUS_RELEASING",
+    "STATUS_RUNNING",
+    "STATUS_SUCCEEDED",
+    "Affinity",
+    "Container",
+    "EnvVar",
+    "EventAnswer",
+    "EventRequest",
     "JobInfo",
+    "Node",
+    "NetworkTopologySpec",
+    "NodeAffinity",
     "NodeInfo",
+    "NodeMeta",
+    "NodeSelector",
+    "NodeSelectorRequirement",
+    "NodeSelectorTerm",
+    "NodeSpec",
     "NodeState",
-    "OnSessionOpenRequest",
+    "NodeTask",
+    "ObjectMeta",
+    "Pod",
+    "PodGroupSpecView",
+    "PodGroupView",
+    "PodSpec",
+    "PredicateAnswer18",
+    "PredicateAnswer110",
     "PredicateRequest",
-    "PredicateResponse",
+    "PredicateStatus",
+    "PrioritizeAnswer",
     "PrioritizeRequest",
-    "PrioritizeResponse",
     "Resource",
+    "SessionOpenRequest",
+    "SessionPod",
+    "SessionTask",
+    "Taint",
     "TaskInfo",
+    "Toleration",
 ]

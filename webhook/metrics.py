@@ -135,6 +135,31 @@ class Metrics:
                 registry=r,
             ),
         )
+        set_(
+            self,
+            "extender_gang_plans",
+            Counter(
+                "ringroute_extender_gang_plans_total",
+                "Gang plans of route-planned jobs: enforced (predicate keeps the job on its leaves), scored (only "
+                "prioritize steers), no_fit (the free nodes cannot hold the job).",
+                ["outcome"],
+                registry=r,
+            ),
+        )
+        set_(
+            self,
+            "extender_session_bytes",
+            Gauge(
+                "ringroute_extender_session_open_bytes",
+                "Size of the last onSessionOpen body (the scheduler cache Volcano sends each session).",
+                registry=r,
+            ),
+        )
+        set_(
+            self,
+            "extender_session_nodes",
+            Gauge("ringroute_extender_session_nodes", "Nodes in the last onSessionOpen body.", registry=r),
+        )
 
     admission_requests: Counter = field(init=False)
     admission_latency: Histogram = field(init=False)
@@ -148,3 +173,6 @@ class Metrics:
     extender_requests: Counter = field(init=False)
     extender_latency: Histogram = field(init=False)
     extender_degraded: Counter = field(init=False)
+    extender_gang_plans: Counter = field(init=False)
+    extender_session_bytes: Gauge = field(init=False)
+    extender_session_nodes: Gauge = field(init=False)

@@ -1,32 +1,25 @@
-"""Volcano-shaped payload helpers for the extender tests."""
+"""Volcano-shaped payload helpers for the extender tests (TaskInfo/NodeInfo dicts as Volcano marshals them)."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from webhook.cli_extender import node_info, task_info
+import msgspec
+import orjson
 
-JOB = "bert"
-NS = "team-a"
+from webhook.extender_fit import TaskView, read_task
+from webhook.extender_sim import SimJob, SimNode, make_job, node_info, task_info
+from webhook.extender_types import NodeInfo, SessionOpenRequest, TaskInfo
+from webhook.settings import Settings
+
+RESOURCE = "huawei.com/ascend-1980"
+NPU_LABELS = {"accelerator/huawei-npu": "ascend-1980"}
 
 
-def job_task(index: int, *, node: str = "", status: int = 1, size_job: str = JOB, **kwargs: Any) -> dict[str, Any]:
-    """A task of the job under test (route-planned, 8 cards)."""
-    return task_info(namespace=NS, job_name=size_job, index=index, node_name=node, status=status, **kwargs)
-
-
-def node(
-    name: str, labels: dict[str, str], *, hosts: list[dict[str, Any]] | None = None, busy: bool = False
-) -> dict[str, Any]:
-    """A NodeInfo with 8 cards; `hosts` are tasks on it, `busy` adds a full-node task of another job."""
-    tasks: dict[str, dict[str, Any]] = {}
-    for task in hosts or []:
-        placed = dict(task, NodeName=name, Status=32)
-        tasks[placed["UID"]] = placed
-    if busy:
-        other = task_info(namespace="other", job_name=f"other-{name}", index=0, ring_label=None, node_name=name)
-        tasks[other["UID"]] = other
-    return node_info(name, labels, tasks=tasks)
+def job(name: str = "bert", size: int = 6, *, route_planned: bool = True, namespace: str = "team-a") -> SimJob:
+    """A Volcano Job of `size` 8-card pods."""
+    return make_job(namespace, name, size, cards=8, resource=RESOURCE, route_planned=route_planned)
 
 
 def tor(leaf: str) -> dict[str, str]:
@@ -39,49 +32,64 @@ def leaf_spine(leaf: str, spine: str) -> dict[str, str]:
     return {"network.topology.nvidia.com/leaf": leaf, "network.topology.nvidia.com/spine": spine}
 
 
+def sim_node(
+    name: str,
+    labels: Mapping[str, str],
+    *,
+    hosts: Iterable[tuple[SimJob, int]] = (),
+    busy: bool = False,
+    cards: int = 8,
+) -> SimNode:
+    """A node with `cards` NPUs; `hosts` are (job, task index) running on it, `busy` adds a one-node job of
+    other work."""
+    node = SimNode(name, {**NPU_LABELS, **labels}, cards, RESOURCE)
+    for owner, index in hosts:
+        task = task_info(owner, index, node=name, status=32)
+        node.tasks[task["UID"]] = task
+    if busy:
+        other = make_job("other", f"other-{name}", 1, cards=cards, resource=RESOURCE, route_planned=False)
+        task = task_info(other, 0, node=name, status=32)
+        node.tasks[task["UID"]] = task
+    return node
+
+
+def node(name: str, labels: Mapping[str, str], **kwargs: Any) -> dict[str, Any]:
+    """A NodeInfo dict (see `sim_node`)."""
+    return node_info(sim_node(name, labels, **kwargs))
+
+
 def session_open(
-    job_tasks: list[dict[str, Any]], nodes: list[dict[str, Any]], min_available: int = 0
+    jobs: Sequence[SimJob], nodes: Sequence[Mapping[str, Any]], placed: Mapping[str, str] | None = None
 ) -> dict[str, Any]:
-    """An OnSessionOpenRequest with one job and the given nodes."""
-    job_id = job_tasks[0]["Job"]
-    return {
-        "Jobs": {
-            job_id: {
-                "UID": job_id,
-                "Name": job_id.split("/", 1)[1],
-                "Namespace": NS,
-                "MinAvailable": min_available or len(job_tasks),
-                "Tasks": {t["UID"]: t for t in job_tasks},
-            }
-        },
-        "Nodes": {n["Name"]: n for n in nodes},
-        "Queues": {},
-        "NamespaceInfo": None,
-        "RevocableNodes": None,
-        "NodeList": None,
-    }
+    """An OnSessionOpenRequest with `jobs` and `nodes`; `placed` maps task names (`<job>-worker-<i>`) to the node
+    they run on (the others are pending)."""
+    job_infos: dict[str, Any] = {}
+    for sim_job in jobs:
+        tasks = {}
+        for task in sim_job.tasks:
+            where = (placed or {}).get(task["Name"], "")
+            tasks[task["UID"]] = dict(task, NodeName=where, Status=32 if where else 1)
+        job_infos[sim_job.job_id] = {
+            "UID": sim_job.job_id,
+            "Name": f"{sim_job.name}-pg",
+            "Namespace": sim_job.namespace,
+            "MinAvailable": sim_job.size,
+            "Tasks": tasks,
+            "PodGroup": {"metadata": {"name": f"{sim_job.name}-pg"}, "spec": {"minMember": sim_job.size}},
+        }
+    return {"Jobs": job_infos, "Nodes": {n["Name"]: n for n in nodes}, "Queues": {}, "NodeList": None}
 
 
-_K8S_OBJECTS = frozenset({"Pod", "Node"})
-_NAME_KEYED = frozenset({"ScalarResources", "Tasks", "Jobs", "Nodes"})
+def decoded_task(task: Mapping[str, Any], settings: Settings | None = None) -> TaskView:
+    """A TaskInfo dict as the extender reads it (through JSON, as it arrives)."""
+    return read_task(msgspec.json.decode(orjson.dumps(task), type=TaskInfo), settings or Settings())
 
 
-def rename_go_keys(obj: Any, style: str) -> Any:
-    """Rewrite Volcano struct keys to `lower-camel` (`milliCPU`) or `lower` (`millicpu`); Kubernetes objects and
-    map keys (resource names, task ids) stay as they are."""
-    if isinstance(obj, list):
-        return [rename_go_keys(v, style) for v in obj]
-    if not isinstance(obj, dict):
-        return obj
-    out: dict[str, Any] = {}
-    for key, value in obj.items():
-        new_key = key
-        if key[:1].isupper():
-            new_key = key[0].lower() + key[1:] if style == "lower-camel" else key.lower()
-        if key in _K8S_OBJECTS:
-            out[new_key] = value
-        elif key in _NAME_KEYED and isinstance(value, dict):
-            out[new_key] = {k: rename_go_keys(v, style) for k, v in value.items()}
-        else:
-            out[new_key] = rename_go_keys(value, style)
-    return out
+def decoded_node(info: Mapping[str, Any]) -> NodeInfo:
+    """A NodeInfo dict as the extender decodes it."""
+    return msgspec.json.decode(orjson.dumps(info), type=NodeInfo)
+
+
+def decoded_session(body: Mapping[str, Any]) -> SessionOpenRequest:
+    """An OnSessionOpenRequest dict as the extender decodes it."""
+    return msgspec.json.decode(orjson.dumps(body), type=SessionOpenRequest)

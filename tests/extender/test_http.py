@@ -1,4 +1,4 @@
-"""The extender endpoints over aiohttp's test client."""
+"""The extender endpoints over aiohttp's test client: answers per Volcano release, errors, sessions, events."""
 
 from __future__ import annotations
 
@@ -10,14 +10,14 @@ from typing import Any
 import pytest
 from aiohttp.test_utils import TestClient, TestServer
 
-from tests.extender.payloads import job_task, node, rename_go_keys, session_open, tor
-from webhook import extender as extender_module
+from tests.extender.payloads import RESOURCE, decoded_task, job, node, session_open, tor
 from webhook import extender_scoring
-from webhook.cli_extender import task_info
-from webhook.extender import extender_app
-from webhook.extender_scoring import ExtenderState, label_path_reader
+from webhook.extender import STATE_KEY, extender_app
+from webhook.extender_sim import predicate_passes, task_info
 from webhook.metrics import Metrics
-from webhook.settings import Settings
+from webhook.settings import Settings, settings_from_mapping
+
+RELEASES = [(1, 7), (1, 8), (1, 9), (1, 10), (1, 12), (1, 13), (1, 16)]
 
 
 @pytest.fixture
@@ -25,12 +25,17 @@ def metrics() -> Metrics:
     return Metrics()
 
 
+async def make_client(settings: Settings, metrics: Metrics) -> TestClient[Any, Any]:
+    client: TestClient[Any, Any] = TestClient(TestServer(extender_app(settings, metrics)))
+    await client.start_server()
+    return client
+
+
 @pytest.fixture
 async def client(metrics: Metrics) -> AsyncIterator[TestClient[Any, Any]]:
-    settings = Settings()
-    app = extender_app(settings, metrics, state=ExtenderState(settings, path_reader=label_path_reader()))
-    async with TestClient(TestServer(app)) as test_client:
-        yield test_client
+    test_client = await make_client(Settings(), metrics)
+    yield test_client
+    await test_client.close()
 
 
 def sample(metrics: Metrics, name: str, **labels: str) -> float:
@@ -38,135 +43,188 @@ def sample(metrics: Metrics, name: str, **labels: str) -> float:
     return 0.0 if value is None else value
 
 
-async def post(client: TestClient[Any, Any], verb: str, body: Any) -> tuple[int, Any]:
+async def post(client: TestClient[Any, Any], verb: str, body: Any) -> tuple[int, bytes]:
     data = body if isinstance(body, bytes) else json.dumps(body).encode()
     response = await client.post(f"/extender/{verb}", data=data, headers={"Content-Type": "application/json"})
-    text = await response.text()
-    return response.status, json.loads(text) if text else None
+    return response.status, await response.read()
+
+
+def busy_node() -> dict[str, Any]:
+    return node("n1", tor("A"), busy=True)
 
 
 async def test_example_payload_is_scored_over_http(client: TestClient[Any, Any], data_dir: Path) -> None:
     payload = json.loads((data_dir / "extender-prioritize.json").read_text(encoding="utf-8"))
-    status, body = await post(client, "prioritize", payload)
+    status, raw = await post(client, "prioritize", payload)
     assert status == 200
+    body = json.loads(raw)
     assert body["errorMessage"] == ""
-    assert body["nodeScore"]["npu-0101"] >= 90.0
+    # Both nodes sit under the leaf that hosts the job's other task.
+    assert body["nodeScore"]["npu-0101"] == body["nodeScore"]["npu-0102"] > 0
 
 
-async def test_predicate_answers_with_status_and_code_keys(client: TestClient[Any, Any], metrics: Metrics) -> None:
-    busy = node("n1", tor("A"), busy=True)
-    status, body = await post(client, "predicate", {"task": job_task(0), "node": busy})
-    assert status == 200
-    assert set(body) == {"status", "code"}
+@pytest.mark.parametrize("version", ["1.7", "1.8", "1.9", "1.10", "1.13", "1.16"])
+async def test_a_configured_release_reads_refusals_and_passes_as_meant(metrics: Metrics, version: str) -> None:
+    settings = settings_from_mapping({"volcano": {"version": version}})
+    release = tuple(int(p) for p in version.split("."))
+    client = await make_client(settings, metrics)
+    try:
+        status, refusal = await post(client, "predicate", {"task": job().tasks[0], "node": busy_node()})
+        assert status == 200
+        assert not predicate_passes(release, refusal, ignorable=False)  # type: ignore[arg-type]
+        _, fits = await post(client, "predicate", {"task": job().tasks[0], "node": node("n2", tor("A"))})
+        assert predicate_passes(release, fits, ignorable=False)  # type: ignore[arg-type]
+    finally:
+        await client.close()
+
+
+async def test_without_a_configured_release_passes_read_as_passes_everywhere(client: TestClient[Any, Any]) -> None:
+    _, fits = await post(client, "predicate", {"task": job().tasks[0], "node": node("n2", tor("A"))})
+    assert all(predicate_passes(release, fits, ignorable=False) for release in RELEASES)
+
+
+async def test_without_a_configured_release_refusals_read_on_1_7_and_from_1_10_on(client: TestClient[Any, Any]) -> None:
+    _, refusal = await post(client, "predicate", {"task": job().tasks[0], "node": busy_node()})
+    body = json.loads(refusal)
     assert body["code"] == 2
-    assert "0 of 8 huawei.com/ascend-1980 free" in body["status"]
-    assert sample(metrics, "ringroute_extender_requests_total", verb="predicate", outcome="unfit") == 1.0
+    assert body["status"] == body["errorMessage"]
+    assert "takes whole nodes only" in body["status"]
+    for release in RELEASES:
+        refused = not predicate_passes(release, refusal, ignorable=True)
+        # 1.8 and 1.9 cannot decode a string status; an ignorable extender then passes the node.
+        assert refused == (release < (1, 8) or release >= (1, 10))
 
 
 async def test_non_ringroute_task_is_neutral_for_both_verbs(client: TestClient[Any, Any], metrics: Metrics) -> None:
-    task = task_info(namespace="web", job_name="nginx", index=0, ring_label=None, cards=0)
-    status, body = await post(client, "predicate", {"task": task, "node": node("n1", tor("A"), busy=True)})
-    assert (status, body) == (200, {"status": "", "code": 0})
-    status, body = await post(client, "prioritize", {"task": task, "nodes": [node("n1", tor("A"))]})
-    assert (status, body) == (200, {"nodeScore": {}, "errorMessage": ""})
-    assert sample(metrics, "ringroute_extender_requests_total", verb="prioritize", outcome="neutral") == 1.0
-
-
-@pytest.mark.parametrize("style", ["lower-camel", "lower"])
-async def test_lower_case_payloads_are_accepted(client: TestClient[Any, Any], style: str) -> None:
-    nodes = [node("a-0", tor("A"), hosts=[job_task(0)]), node("a-1", tor("A")), node("b-0", tor("B"))]
-    body = {"Task": rename_go_keys(job_task(1), style), "Nodes": rename_go_keys(nodes, style)}
-    status, answer = await post(client, "prioritize", body)
+    task = job().tasks[0]
+    del task["Pod"]["metadata"]["labels"]["ring-controller.cce"]
+    status, raw = await post(client, "predicate", {"task": task, "node": busy_node()})
     assert status == 200
-    assert answer["nodeScore"]["a-1"] > answer["nodeScore"]["b-0"]
+    assert predicate_passes((1, 10), raw, ignorable=False)
+    status, raw = await post(client, "prioritize", {"task": task, "nodes": [busy_node()]})
+    assert json.loads(raw) == {"nodeScore": {}, "errorMessage": ""}
+    assert sample(metrics, "ringroute_extender_requests_total", verb="predicate", outcome="neutral") == 1
 
 
 async def test_null_nodes_list_gives_empty_scores(client: TestClient[Any, Any]) -> None:
-    status, body = await post(client, "prioritize", {"task": job_task(0), "nodes": None})
-    assert (status, body) == (200, {"nodeScore": {}, "errorMessage": ""})
+    status, raw = await post(client, "prioritize", {"task": job().tasks[0], "nodes": None})
+    assert status == 200
+    assert json.loads(raw) == {"nodeScore": {}, "errorMessage": ""}
+
+
+def _with(path: list[Any], value: Any) -> dict[str, Any]:
+    body: dict[str, Any] = {"task": job().tasks[0], "nodes": [node("n0", tor("A")), node("n1", tor("A"))]}
+    target: Any = body
+    for key in path[:-1]:
+        target = target[key]
+    target[path[-1]] = value
+    return body
 
 
 @pytest.mark.parametrize(
-    ("verb", "body", "message"),
+    ("body", "message"),
     [
-        ("prioritize", b"{not json", "body: not JSON"),
-        ("prioritize", b"[1, 2]", "body: expected a JSON object"),
-        ("prioritize", {"nodes": []}, "task: missing"),
-        ("prioritize", {"task": job_task(0), "nodes": {"n1": {}}}, "nodes: expected a list"),
-        ("prioritize", {"task": job_task(0), "nodes": [7]}, "nodes[0]: expected a NodeInfo object"),
-        ("predicate", {"task": job_task(0)}, "node: missing"),
-        ("predicate", {"task": "worker-0", "node": {}}, "task: expected a TaskInfo object"),
-        ("onSessionOpen", {"Jobs": [1]}, "Jobs: expected an object"),
+        (b"not json", "body: not a JSON object"),
+        (b"[1, 2]", "body: expected `object`, got `array`"),
+        ({"nodes": []}, "task: missing"),
+        (
+            _with(["nodes", 1, "Idle", "ScalarResources"], [1]),
+            "nodes[1].Idle.ScalarResources: expected `object | null`",
+        ),
+        (_with(["nodes", 0, "State"], "Ready"), "nodes[0].State: expected `object | null`, got `str`"),
+        (_with(["task", "Status"], "Pending"), "task.Status: expected `int`, got `str`"),
+        (_with(["nodes", 1, "Idle", "ScalarResources", RESOURCE], "lots"), "expected `float`, got `str`"),
     ],
 )
 async def test_malformed_bodies_get_400_with_the_field_named(
-    client: TestClient[Any, Any], metrics: Metrics, verb: str, body: Any, message: str
+    client: TestClient[Any, Any], metrics: Metrics, body: Any, message: str
 ) -> None:
-    status, answer = await post(client, verb, body)
+    status, raw = await post(client, "prioritize", body)
     assert status == 400
-    assert message in answer["error"]
-    assert sample(metrics, "ringroute_extender_requests_total", verb=verb, outcome="bad_request") == 1.0
+    assert message in json.loads(raw)["error"]
+    assert sample(metrics, "ringroute_extender_requests_total", verb="prioritize", outcome="bad_request") == 1
+
+
+async def test_predicate_without_a_node_is_a_bad_request(client: TestClient[Any, Any]) -> None:
+    status, raw = await post(client, "predicate", {"task": job().tasks[0]})
+    assert status == 400
+    assert json.loads(raw)["error"].startswith("node: missing")
 
 
 async def test_internal_error_degrades_to_neutral_scores_and_is_counted(
     client: TestClient[Any, Any], metrics: Metrics, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    def broken(*args: Any, **kwargs: Any) -> Any:
-        raise RuntimeError("bug")
+    def broken(*_: Any) -> dict[str, float]:
+        raise RuntimeError("boom")
 
-    monkeypatch.setattr(extender_scoring, "score_records", broken)
-    status, body = await post(client, "prioritize", {"task": job_task(0), "nodes": [node("n1", tor("A"))]})
-    assert (status, body) == (200, {"nodeScore": {}, "errorMessage": ""})
-    assert sample(metrics, "ringroute_extender_degraded_total", verb="prioritize") == 1.0
+    monkeypatch.setattr(extender_scoring, "prioritize", broken)
+    status, raw = await post(client, "prioritize", {"task": job().tasks[0], "nodes": [node("n0", tor("A"))]})
+    assert status == 200
+    assert json.loads(raw) == {"nodeScore": {}, "errorMessage": ""}
+    assert sample(metrics, "ringroute_extender_degraded_total", verb="prioritize") == 1
 
 
 async def test_internal_error_in_predicate_lets_the_node_fit(
-    client: TestClient[Any, Any], metrics: Metrics, monkeypatch: pytest.MonkeyPatch
+    client: TestClient[Any, Any], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    def broken(*args: Any, **kwargs: Any) -> Any:
-        raise KeyError("bug")
+    def broken(*_: Any) -> Any:
+        raise RuntimeError("boom")
 
-    monkeypatch.setattr(extender_scoring, "node_cards", broken)
-    status, body = await post(client, "predicate", {"task": job_task(0), "node": node("n1", tor("A"), busy=True)})
-    assert (status, body) == (200, {"status": "", "code": 0})
-    assert sample(metrics, "ringroute_extender_degraded_total", verb="predicate") == 1.0
-
-
-async def test_session_open_teaches_job_size_and_placement(client: TestClient[Any, Any]) -> None:
-    hosting = [node("a-0", tor("A"), hosts=[job_task(0)])]
-    free = [node("a-1", tor("A"))] + [node(f"big-{i}", tor("big")) for i in range(6)]
-    free += [node(f"fit-{i}", tor("fit")) for i in range(3)]
-    job = [job_task(0, node="a-0", status=32)] + [job_task(i) for i in (1, 2, 3)]
-    status, body = await post(client, "onSessionOpen", session_open(job, hosting + free))
-    assert (status, body) == (200, {})
-    _, answer = await post(client, "prioritize", {"task": job_task(1), "nodes": free})
-    scores = answer["nodeScore"]
-    assert scores["a-1"] > scores["fit-0"] > scores["big-0"]
-    status, body = await post(client, "onSessionClose", b"")
-    assert (status, body) == (200, {})
+    monkeypatch.setattr(extender_scoring, "predicate", broken)
+    status, raw = await post(client, "predicate", {"task": job().tasks[0], "node": busy_node()})
+    assert status == 200
+    assert all(predicate_passes(release, raw, ignorable=False) for release in RELEASES)
 
 
-async def test_session_open_failure_is_degraded_not_an_error(
-    client: TestClient[Any, Any], metrics: Metrics, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    def broken(*args: Any, **kwargs: Any) -> Any:
-        raise RuntimeError("bug")
+async def test_session_open_seeds_the_plan_and_is_measured(client: TestClient[Any, Any], metrics: Metrics) -> None:
+    bert = job("bert", 2)
+    nodes = [node("a0", tor("A")), node("a1", tor("A")), node("b0", tor("B")), node("b1", tor("B")), node("c0", {})]
+    nodes[1]["Tasks"] = {}
+    body = json.dumps(session_open([bert], nodes)).encode()
+    status, raw = await post(client, "onSessionOpen", body)
+    assert status == 200
+    assert json.loads(raw) == {}
+    assert sample(metrics, "ringroute_extender_session_open_bytes") == len(body)
+    assert sample(metrics, "ringroute_extender_session_nodes") == 5
+    state = client.app[STATE_KEY]
+    assert set(state.jobs) == {bert.job_id}
+    _, refusal = await post(client, "predicate", {"task": bert.tasks[0], "node": node("c0", {})})
+    assert not predicate_passes((1, 10), refusal, ignorable=False)
+    assert sample(metrics, "ringroute_extender_gang_plans_total", outcome="enforced") == 1
 
-    monkeypatch.setattr(extender_module, "scoring_open", broken)
-    status, body = await post(client, "onSessionOpen", {"Jobs": {}, "Nodes": {}})
-    assert (status, body) == (200, {})
-    assert sample(metrics, "ringroute_extender_degraded_total", verb="onSessionOpen") == 1.0
+
+async def test_empty_session_bodies_are_accepted(client: TestClient[Any, Any]) -> None:
+    assert (await post(client, "onSessionOpen", b""))[0] == 200
+    assert (await post(client, "onSessionClose", b"{}"))[0] == 200
+    assert (await post(client, "onSessionClose", b"[]"))[0] == 400
+
+
+async def test_allocate_and_deallocate_events_update_the_job_memory(client: TestClient[Any, Any]) -> None:
+    bert = job("bert", 2)
+    allocated = task_info(bert, 0, node="a0", status=2)
+    status, raw = await post(client, "allocate", {"task": allocated})
+    assert status == 200
+    assert json.loads(raw) == {"errorMessage": ""}
+    state = client.app[STATE_KEY]
+    view = decoded_task(bert.tasks[1])
+    assert state.hosted_nodes(view) == {"a0": 1}
+    await post(client, "deallocate", {"task": allocated})
+    assert state.hosted_nodes(view) == {}
 
 
 async def test_a_large_payload_over_the_default_aiohttp_body_limit_is_accepted(client: TestClient[Any, Any]) -> None:
-    nodes = [node(f"n{i}", tor(f"leaf-{i // 8}"), busy=i % 3 != 0) for i in range(1000)]
-    data = json.dumps({"task": job_task(0), "nodes": nodes}).encode()
-    assert len(data) > 1024 * 1024
-    status, answer = await post(client, "prioritize", data)
+    nodes = [node(f"n{i:04d}", tor(f"leaf-{i // 8}"), busy=True) for i in range(1000)]
+    body = json.dumps({"task": job().tasks[0], "nodes": nodes}).encode()
+    assert len(body) > 1024 * 1024
+    status, raw = await post(client, "prioritize", body)
     assert status == 200
-    assert len(answer["nodeScore"]) == 1000
+    assert len(json.loads(raw)["nodeScore"]) == 1000
 
 
-async def test_healthz_answers_ok(client: TestClient[Any, Any]) -> None:
+async def test_healthz_and_metrics_are_served(client: TestClient[Any, Any]) -> None:
     response = await client.get("/extender/healthz")
     assert response.status == 200
+    assert await response.text() == "ok"
+    await post(client, "prioritize", {"task": job().tasks[0], "nodes": []})
+    response = await client.get("/metrics")
+    assert "ringroute_extender_requests_total" in await response.text()

@@ -1,0 +1,607 @@
+"""Volcano's allocate action, emulated call for call, to show what the extender does to placement.
+
+What it reproduces (volcano-sh/volcano `pkg/scheduler/actions/allocate/allocate.go`, v1.7 through master, for
+jobs without `networkTopology`), because each of these decides which nodes the extender is asked about:
+- one scheduling session at a time; onSessionOpen (when configured) gets the scheduler cache: every job with its
+  tasks and every node with its tasks;
+- jobs one after another; a job's tasks one after another, each: resource fit against the node's future idle
+  first (so a node the job already filled is never offered again), then the plugin predicates, the extender's
+  among them (its refusals are cached per job and task spec for the rest of the job's turn);
+- nodes scanned from where the previous scan stopped (a process-wide index), stopping once
+  `numFeasibleNodesToFind` nodes passed (all nodes up to 100, then 50 % minus 1 % per 125 nodes, at least 5 %);
+- no prioritize call when a single node passed; otherwise the extender's scores are added to `nodeorder` and
+  `binpack` scores at their default weights and the best node wins, ties at random;
+- the job's allocations are committed when the gang is complete, else discarded (allocate and deallocate events
+  go to the extender on 1.13+ when configured);
+- answers are decoded as the release decodes them: a predicate answer that release cannot read is an error,
+  which `ignorable` turns into a pass.
+Bodies travel as JSON bytes through the same `ExtenderService` the HTTP app uses.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import msgspec
+import numpy as np
+import orjson
+
+from webhook.extender import ExtenderService
+from webhook.extender_fit import node_admits, pod_constraints
+from webhook.extender_placement import leaves_lower_bound
+from webhook.extender_types import NodeInfo, Pod
+from webhook.settings import RING_LABEL, ROUTE_PLAN_ENV
+
+Release = tuple[int, int]
+
+TASK_PENDING, TASK_ALLOCATED, TASK_RUNNING = 1, 2, 32
+NODE_CPU_MILLI = 192_000.0
+NODE_MEMORY = 1536 * 2**30
+TASK_CPU_MILLI = 16_000.0
+TASK_MEMORY = 256 * 2**30
+
+
+@dataclass(frozen=True, slots=True)
+class VolcanoConfig:
+    """How the emulated scheduler is set up."""
+
+    release: Release = (1, 10)
+    extender: bool = True
+    """The extender plugin is configured (predicate and prioritize verbs)."""
+    session_open: bool = True
+    """`extender.onSessionOpenVerb` is configured."""
+    events: bool = False
+    """`extender.allocateFuncVerb`/`deallocateFuncVerb` are configured (honoured on 1.13+)."""
+    ignorable: bool = True
+    min_nodes_to_find: int = 100
+    """`--minimum-feasible-nodes`."""
+    min_percentage_to_find: int = 5
+    """`--minimum-percentage-nodes-to-find`."""
+    percentage_to_find: int = 0
+    """`--percentage-nodes-to-find` (0: adaptive)."""
+
+
+def num_feasible_nodes_to_find(nodes: int, config: VolcanoConfig) -> int:
+    """`util.CalculateNumOfFeasibleNodesToFind`."""
+    if nodes <= config.min_nodes_to_find or config.percentage_to_find >= 100:
+        return nodes
+    percentage = config.percentage_to_find
+    if percentage <= 0:
+        percentage = max(50 - nodes // 125, config.min_percentage_to_find)
+    return max(nodes * percentage // 100, config.min_nodes_to_find)
+
+
+@dataclass(slots=True)
+class SimNode:
+    """A node of the emulated cluster."""
+
+    name: str
+    labels: dict[str, str]
+    cards: int
+    resource: str
+    daemon_cpu: float = 0.0
+    daemon_memory: float = 0.0
+    tasks: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """TaskInfos on the node (bound, or allocated in the running session)."""
+
+    def used_cards(self) -> int:
+        return sum(_cards(t, self.resource) for t in self.tasks.values())
+
+    def used_cpu(self) -> float:
+        return self.daemon_cpu + sum(float((t.get("Resreq") or {}).get("MilliCPU", 0.0)) for t in self.tasks.values())
+
+    def used_memory(self) -> float:
+        return self.daemon_memory + sum(float((t.get("Resreq") or {}).get("Memory", 0.0)) for t in self.tasks.values())
+
+
+@dataclass(slots=True)
+class SimJob:
+    """A Volcano Job with one task spec of `size` NPU pods."""
+
+    namespace: str
+    name: str
+    size: int
+    cards: int
+    resource: str
+    route_planned: bool = True
+    tasks: list[dict[str, Any]] = field(default_factory=list)
+    placed: dict[int, str] = field(default_factory=dict)
+    """Task index -> node once committed."""
+
+    @property
+    def job_id(self) -> str:
+        return f"{self.namespace}/{self.name}-pg"
+
+
+def make_job(namespace: str, name: str, size: int, *, cards: int, resource: str, route_planned: bool = True) -> SimJob:
+    """A job with its pending TaskInfos, as Volcano's controller and cache create them."""
+    job = SimJob(namespace, name, size, cards, resource, route_planned)
+    job.tasks = [task_info(job, index) for index in range(size)]
+    return job
+
+
+def task_info(job: SimJob, index: int, *, node: str = "", status: int = TASK_PENDING) -> dict[str, Any]:
+    """A TaskInfo of a Volcano Job's pod in Volcano's JSON shape (Go field names, milli-unit scalars)."""
+    uid = str(uuid.uuid5(uuid.NAMESPACE_OID, f"{job.namespace}/{job.name}/{index}"))
+    request = {
+        "MilliCPU": TASK_CPU_MILLI,
+        "Memory": float(TASK_MEMORY),
+        "ScalarResources": {job.resource: job.cards * 1000.0},
+    }
+    env = [{"name": "VC_TASK_INDEX", "value": str(index)}, {"name": "VK_TASK_INDEX", "value": str(index)}]
+    if job.route_planned:
+        env.append({"name": ROUTE_PLAN_ENV, "value": "true"})
+    quantity = {job.resource: str(job.cards), "cpu": "16", "memory": "256Gi"}
+    pod = {
+        "metadata": {
+            "name": f"{job.name}-worker-{index}",
+            "namespace": job.namespace,
+            "uid": uid,
+            "labels": {
+                RING_LABEL: "ascend-1980",
+                "volcano.sh/job-name": job.name,
+                "volcano.sh/job-namespace": job.namespace,
+                "volcano.sh/queue-name": "default",
+                "volcano.sh/task-spec": "worker",
+            },
+            "annotations": {
+                "scheduling.k8s.io/group-name": f"{job.name}-pg",
+                "volcano.sh/job-name": job.name,
+                "volcano.sh/job-version": "0",
+                "volcano.sh/task-spec": "worker",
+                "ringroute.io/npu-pods": str(job.size),
+            },
+        },
+        "spec": {
+            "containers": [{"name": "train", "env": env, "resources": {"requests": quantity, "limits": quantity}}],
+            "nodeSelector": {"accelerator/huawei-npu": "ascend-1980"},
+            "nodeName": node,
+            "schedulerName": "volcano",
+        },
+        "status": {"phase": "Running" if node else "Pending"},
+    }
+    return {
+        "UID": uid,
+        "Job": job.job_id,
+        "Name": f"{job.name}-worker-{index}",
+        "Namespace": job.namespace,
+        "TaskRole": "worker",
+        "Resreq": request,
+        "InitResreq": request,
+        "NodeName": node,
+        "Status": status,
+        "Priority": 0,
+        "Pod": pod,
+    }
+
+
+def node_info(node: SimNode) -> dict[str, Any]:
+    """A NodeInfo in Volcano's JSON shape, Idle and Used following from its tasks."""
+    used_cards = node.used_cards() * 1000.0
+    allocatable = {
+        "MilliCPU": NODE_CPU_MILLI,
+        "Memory": float(NODE_MEMORY),
+        "ScalarResources": {node.resource: node.cards * 1000.0},
+    }
+    idle = {
+        "MilliCPU": NODE_CPU_MILLI - node.used_cpu(),
+        "Memory": float(NODE_MEMORY) - node.used_memory(),
+        "ScalarResources": {node.resource: node.cards * 1000.0 - used_cards},
+    }
+    empty = {"MilliCPU": 0.0, "Memory": 0.0, "ScalarResources": None}
+    return {
+        "Name": node.name,
+        "Node": {
+            "metadata": {"name": node.name, "labels": {"kubernetes.io/hostname": node.name, **node.labels}},
+            "spec": {},
+        },
+        "State": {"Phase": 1, "Reason": ""},
+        "Releasing": empty,
+        "Pipelined": empty,
+        "Idle": idle,
+        "Used": {
+            "MilliCPU": node.used_cpu(),
+            "Memory": node.used_memory(),
+            "ScalarResources": {node.resource: used_cards},
+        },
+        "Allocatable": allocatable,
+        "Capacity": allocatable,
+        "Tasks": dict(node.tasks),
+    }
+
+
+def _cards(task: Mapping[str, Any], resource: str) -> int:
+    scalars = (task.get("Resreq") or {}).get("ScalarResources") or {}
+    return int(float(scalars.get(resource, 0.0)) / 1000.0 + 1e-6)
+
+
+# --------------------------------------------------------------------------------------------- answer decoding
+
+
+def predicate_passes(release: Release, body: bytes, *, ignorable: bool) -> bool:
+    """Whether `release` treats the predicate answer as a pass (a body it cannot decode is an error)."""
+    try:
+        answer = orjson.loads(body)
+    except orjson.JSONDecodeError:
+        return ignorable
+    if not isinstance(answer, dict):
+        return ignorable
+    if release < (1, 8):
+        message = answer.get("errorMessage")
+        if message is not None and not isinstance(message, str):
+            return ignorable
+        return not message
+    status = answer.get("status")
+    if release < (1, 10):
+        if status is None:
+            return True
+        if not isinstance(status, list):
+            return ignorable
+        for item in status:
+            if item is None:
+                continue
+            if not isinstance(item, dict) or not isinstance(item.get("Code", 0), int):
+                return ignorable
+            if item.get("Code", 0) in (1, 2, 3, 4, 5):
+                return False
+        return True
+    if status is not None and not isinstance(status, str):
+        return ignorable
+    code = answer.get("code")
+    if code is not None and (not isinstance(code, int) or isinstance(code, bool)):
+        return ignorable
+    return not status
+
+
+# ---------------------------------------------------------------------------------------------------- plugins
+
+
+def plugin_scores(node: SimNode, job: SimJob) -> float:
+    """`nodeorder` (leastrequested, balancedresource) and `binpack` at their default weights of 1, for CPU and
+    memory: the scores other plugins add to the extender's."""
+    cpu_used = node.used_cpu() + TASK_CPU_MILLI
+    memory_used = node.used_memory() + TASK_MEMORY
+    cpu_fraction, memory_fraction = cpu_used / NODE_CPU_MILLI, memory_used / NODE_MEMORY
+    least_requested = ((1 - cpu_fraction) + (1 - memory_fraction)) / 2 * 100
+    balanced = (1 - abs(cpu_fraction - memory_fraction)) * 100
+    card_fraction = (node.used_cards() + job.cards) / max(node.cards, 1)
+    binpack = (cpu_fraction + memory_fraction + card_fraction) / 3 * 100
+    return float(int(least_requested) + int(balanced) + binpack)
+
+
+# ------------------------------------------------------------------------------------------------- the action
+
+
+@dataclass(slots=True)
+class CallCounts:
+    """Extender calls the emulated scheduler made."""
+
+    session_open: int = 0
+    predicate: int = 0
+    prioritize: int = 0
+    events: int = 0
+
+
+class VolcanoAllocate:
+    """Sessions of Volcano's allocate action over a fixed set of nodes."""
+
+    def __init__(
+        self,
+        nodes: Sequence[SimNode],
+        config: VolcanoConfig,
+        service: ExtenderService | None,
+        rng: np.random.Generator,
+    ) -> None:
+        self.nodes = list(nodes)
+        self.by_name = {n.name: n for n in self.nodes}
+        self.config = config
+        self.service = service if config.extender else None
+        self.rng = rng
+        self.last_index = 0
+        self.calls = CallCounts()
+
+    def session(self, jobs: Sequence[SimJob]) -> list[SimJob]:
+        """One session: try every job with pending tasks in order; returns the jobs placed in full."""
+        if self.service is not None and self.config.session_open:
+            self.calls.session_open += 1
+            self.service.session_open(orjson.dumps(self._cache(jobs)))
+        placed: list[SimJob] = []
+        for job in jobs:
+            if job.placed:
+                continue
+            if self._allocate(job):
+                placed.append(job)
+        return placed
+
+    def _cache(self, jobs: Sequence[SimJob]) -> dict[str, Any]:
+        job_infos: dict[str, Any] = {}
+        for job in jobs:
+            tasks = {}
+            for index, task in enumerate(job.tasks):
+                node = job.placed.get(index, "")
+                tasks[task["UID"]] = dict(task, NodeName=node, Status=TASK_RUNNING if node else TASK_PENDING)
+            job_infos[job.job_id] = {
+                "UID": job.job_id,
+                "Name": f"{job.name}-pg",
+                "Namespace": job.namespace,
+                "MinAvailable": job.size,
+                "Tasks": tasks,
+                "PodGroup": {
+                    "metadata": {"name": f"{job.name}-pg"},
+                    "spec": {"minMember": job.size},
+                    "Version": "v1beta1",
+                },
+            }
+        return {
+            "Jobs": job_infos,
+            "Nodes": {n.name: node_info(n) for n in self.nodes},
+            "Queues": {},
+            "NamespaceInfo": {},
+            "RevocableNodes": {},
+            "NodeList": None,
+        }
+
+    def _allocate(self, job: SimJob) -> bool:
+        failed: set[str] = set()
+        """Predicate error cache of this job's turn (one task spec)."""
+        allocated: list[tuple[dict[str, Any], SimNode]] = []
+        for index, task in enumerate(job.tasks):
+            if index in job.placed:
+                continue
+            feasible = self._predicate_nodes(job, task, failed)
+            if not feasible:
+                break
+            node = feasible[0] if len(feasible) == 1 else self._best(job, task, feasible)
+            placed = dict(task, NodeName=node.name, Status=TASK_ALLOCATED)
+            node.tasks[task["UID"]] = placed
+            allocated.append((placed, node))
+            self._event("allocate", placed)
+        if len(allocated) + len(job.placed) == job.size:
+            for placed, node in allocated:
+                node.tasks[placed["UID"]] = dict(placed, Status=TASK_RUNNING)
+                job.placed[job.tasks.index(next(t for t in job.tasks if t["UID"] == placed["UID"]))] = node.name
+            return True
+        for placed, node in allocated:
+            del node.tasks[placed["UID"]]
+            self._event("deallocate", placed)
+        return False
+
+    def _predicate_nodes(self, job: SimJob, task: dict[str, Any], failed: set[str]) -> list[SimNode]:
+        total = len(self.nodes)
+        wanted = num_feasible_nodes_to_find(total, self.config)
+        found: list[SimNode] = []
+        processed = 0
+        constraints = pod_constraints(msgspec.convert(task["Pod"], Pod))
+        for offset in range(total):
+            node = self.nodes[(self.last_index + offset) % total]
+            processed += 1
+            # Resource fit first: the extender never hears of nodes the task does not fit.
+            if node.cards - node.used_cards() < job.cards or NODE_CPU_MILLI - node.used_cpu() < TASK_CPU_MILLI:
+                continue
+            if node.name in failed:
+                continue
+            info = node_info(node)
+            # The `predicates` plugin (node selector, affinity, taints) runs before the extender in its tier.
+            if not node_admits(constraints, msgspec.convert(info, NodeInfo)):
+                failed.add(node.name)
+                continue
+            if self.service is not None:
+                self.calls.predicate += 1
+                answer, _ = self.service.predicate(orjson.dumps({"task": task, "node": info}))
+                if not predicate_passes(self.config.release, orjson.dumps(answer), ignorable=self.config.ignorable):
+                    failed.add(node.name)
+                    continue
+            found.append(node)
+            if len(found) >= wanted:
+                break
+        self.last_index = (self.last_index + processed) % total
+        return found
+
+    def _best(self, job: SimJob, task: dict[str, Any], nodes: Sequence[SimNode]) -> SimNode:
+        scores = {n.name: plugin_scores(n, job) for n in nodes}
+        if self.service is not None:
+            self.calls.prioritize += 1
+            answer, _ = self.service.prioritize(orjson.dumps({"task": task, "nodes": [node_info(n) for n in nodes]}))
+            extra = answer.get("nodeScore") if not answer.get("errorMessage") else None
+            for name, score in (extra or {}).items():
+                if name in scores:
+                    scores[name] += float(score)
+        best = max(scores.values())
+        top = [n for n in nodes if scores[n.name] == best]
+        return top[int(self.rng.integers(len(top)))]
+
+    def _event(self, verb: str, task: dict[str, Any]) -> None:
+        if self.service is None or not self.config.events or self.config.release < (1, 13):
+            return
+        self.calls.events += 1
+        body = orjson.dumps({"task": task})
+        if verb == "allocate":
+            self.service.allocate(body)
+        else:
+            self.service.deallocate(body)
+
+
+# ------------------------------------------------------------------------------------------------- experiments
+
+TOR_LABEL = "volcano.sh/tor"
+LEAF_LABEL = "network.topology.nvidia.com/leaf"
+SPINE_LABEL = "network.topology.nvidia.com/spine"
+NPU_NODE_LABELS = {"accelerator/huawei-npu": "ascend-1980"}
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterSpec:
+    """A Clos cluster of identical NPU nodes, a share of them busy with other work."""
+
+    leaves: int
+    servers_per_leaf: int
+    leaves_per_pod: int | None = None
+    """Leaves per spine domain (3-tier fabric); None for 2 tiers."""
+    occupancy: float = 0.5
+    cards: int = 8
+    resource: str = "huawei.com/ascend-1980"
+
+
+def build_cluster(spec: ClusterSpec, seed: int) -> tuple[list[SimNode], dict[str, tuple[str, ...]]]:
+    """Nodes in Volcano's node-list order (by name, as the API server lists them; names do not follow leaves) and
+    each node's topology path. Busy nodes run a one-node job of other work; every node has some daemon load."""
+    rng = np.random.default_rng(seed)
+    count = spec.leaves * spec.servers_per_leaf
+    names = [f"node-{i:05d}" for i in rng.permutation(count)]
+    nodes: list[SimNode] = []
+    paths: dict[str, tuple[str, ...]] = {}
+    busy = set(rng.choice(count, size=round(spec.occupancy * count), replace=False).tolist())
+    for i, name in enumerate(names):
+        leaf = i // spec.servers_per_leaf
+        if spec.leaves_per_pod:
+            spine = f"spine-{leaf // spec.leaves_per_pod:03d}"
+            labels = {LEAF_LABEL: f"leaf-{leaf:04d}", SPINE_LABEL: spine}
+            paths[name] = (f"leaf-{leaf:04d}", spine)
+        else:
+            labels = {TOR_LABEL: f"leaf-{leaf:04d}"}
+            paths[name] = (f"leaf-{leaf:04d}",)
+        node = SimNode(
+            name,
+            {**labels, **NPU_NODE_LABELS},
+            spec.cards,
+            spec.resource,
+            daemon_cpu=float(rng.integers(500, 12_000)),
+            daemon_memory=float(rng.integers(1, 48)) * 2**30,
+        )
+        if i in busy:
+            other = make_job(
+                "other", f"other-{i:05d}", 1, cards=spec.cards, resource=spec.resource, route_planned=False
+            )
+            task = task_info(other, 0, node=name, status=TASK_RUNNING)
+            node.tasks[task["UID"]] = task
+        nodes.append(node)
+    nodes.sort(key=lambda n: n.name)
+    return nodes, paths
+
+
+@dataclass(frozen=True, slots=True)
+class JobOutcome:
+    """Where one job landed."""
+
+    scheduler: str
+    job: str
+    size: int
+    nodes: tuple[str, ...]
+    leaves: int
+    leaves_bound: int
+    """Fewest leaves the free nodes allowed when the job arrived (what an optimal scheduler reaches)."""
+    spines: int
+    sessions: int
+    """Scheduling sessions until the job was placed."""
+    ring_busbw_pod_index: float | None = None
+    ring_busbw_planned: float | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON form (node list left out)."""
+        return {
+            "scheduler": self.scheduler,
+            "job": self.job,
+            "size": self.size,
+            "leaves": self.leaves,
+            "leaves_bound": self.leaves_bound,
+            "spines": self.spines,
+            "sessions": self.sessions,
+            "ring_busbw_pod_index": self.ring_busbw_pod_index,
+            "ring_busbw_planned": self.ring_busbw_planned,
+        }
+
+
+def simulate(
+    scheduler: str,
+    spec: ClusterSpec,
+    job_sizes: Sequence[int],
+    *,
+    seed: int,
+    config: VolcanoConfig,
+    service: ExtenderService | None,
+    max_sessions: int = 3,
+) -> list[JobOutcome]:
+    """Submit `job_sizes` one after another (each gets up to `max_sessions` sessions, then is given up) with the
+    extender (`service`) or without it (None: Volcano's own plugins decide); jobs stay once placed."""
+    nodes, paths = build_cluster(spec, seed)
+    volcano = VolcanoAllocate(nodes, config, service, np.random.default_rng(seed + 1))
+    leaf_of = {name: path[0] for name, path in paths.items()}
+    outcomes: list[JobOutcome] = []
+    jobs: list[SimJob] = []
+    for j, size in enumerate(job_sizes):
+        job = make_job("train", f"job-{j:03d}", size, cards=spec.cards, resource=spec.resource)
+        bound = fewest_leaves(nodes, job, leaf_of)
+        jobs.append(job)
+        for session in range(1, max_sessions + 1):
+            volcano.session(jobs)
+            if job.placed:
+                chosen = tuple(job.placed[i] for i in range(size))
+                outcomes.append(
+                    JobOutcome(
+                        scheduler=scheduler,
+                        job=job.name,
+                        size=size,
+                        nodes=chosen,
+                        leaves=len({leaf_of[n] for n in chosen}),
+                        leaves_bound=bound or 0,
+                        spines=len({paths[n][1] for n in chosen if len(paths[n]) > 1}) or 1,
+                        sessions=session,
+                    )
+                )
+                break
+        else:
+            jobs.remove(job)
+    return outcomes
+
+
+def summarise(outcomes: Sequence[JobOutcome]) -> dict[str, Any]:
+    """Mean leaves spanned against the bound, spines, sessions and bus bandwidth of one scheduler's jobs."""
+    if not outcomes:
+        return {"jobs": 0}
+    planned = [o.ring_busbw_planned for o in outcomes if o.ring_busbw_planned is not None]
+    pod_index = [o.ring_busbw_pod_index for o in outcomes if o.ring_busbw_pod_index is not None]
+    count = len(outcomes)
+    return {
+        "jobs": count,
+        "servers": sum(o.size for o in outcomes),
+        "mean_leaves": round(sum(o.leaves for o in outcomes) / count, 3),
+        "mean_leaves_bound": round(sum(o.leaves_bound for o in outcomes) / count, 3),
+        "jobs_at_bound": sum(1 for o in outcomes if o.leaves == o.leaves_bound),
+        "mean_spines": round(sum(o.spines for o in outcomes) / count, 3),
+        "mean_sessions": round(sum(o.sessions for o in outcomes) / count, 3),
+        "mean_ring_busbw_pod_index": round(sum(pod_index) / len(pod_index), 4) if pod_index else None,
+        "mean_ring_busbw_planned": round(sum(planned) / len(planned), 4) if planned else None,
+    }
+
+
+def fewest_leaves(nodes: Sequence[SimNode], job: SimJob, leaf_of: Mapping[str, str]) -> int | None:
+    """Fewest leaves whose free nodes could hold the whole job now (the optimum a scheduler can reach)."""
+    free: dict[str, int] = {}
+    for node in nodes:
+        if node.used_cards() == 0 and node.cards >= job.cards and node.name in leaf_of:
+            free[leaf_of[node.name]] = free.get(leaf_of[node.name], 0) + 1
+    return leaves_lower_bound(free.values(), job.size)
+
+
+__all__ = [
+    "CallCounts",
+    "ClusterSpec",
+    "JobOutcome",
+    "build_cluster",
+    "simulate",
+    "summarise",
+    "SimJob",
+    "SimNode",
+    "VolcanoAllocate",
+    "VolcanoConfig",
+    "fewest_leaves",
+    "make_job",
+    "node_info",
+    "num_feasible_nodes_to_find",
+    "plugin_scores",
+    "predicate_passes",
+    "task_info",
+]
