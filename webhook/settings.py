@@ -197,6 +197,19 @@ class ExtenderSettings:
     """Largest request body in MiB (onSessionOpen carries the whole cluster: tens of MB on large clusters)."""
     job_memory_ttl_s: float = 900.0
     """Forget a job's placement memory when no call mentioned it for this long."""
+    gang_planning: bool = True
+    """Plan each route-planned job's leaves once per scheduling session and steer Volcano's task-by-task
+    allocation to that plan (false: score each call on its own)."""
+    enforce_plan: bool = True
+    """With onSessionOpen data, the predicate refuses nodes outside the plan: Volcano offers prioritize only a
+    share of the feasible nodes on clusters over 100 nodes, so scores alone cannot reach the planned leaves."""
+    plan_attempts: int = 2
+    """Sessions a job may stay pending under an enforced plan before its plan is only scored, not enforced."""
+    plan_ttl_s: float = 30.0
+    """Without onSessionOpen (sessions invisible), keep a job's plan this long after the last call that used it."""
+    score_weight: float = 10.0
+    """Multiplies the extender's scores (0-100 before weighting) so they outweigh what binpack and nodeorder add
+    at their default weights."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -404,6 +417,12 @@ def _check(settings: Settings) -> None:
         raise SettingsError("settings.extender.maxBodyMib: must be at least 1 (MiB)")
     if settings.extender.job_memory_ttl_s <= 0:
         raise SettingsError("settings.extender.jobMemoryTtlS: must be positive (seconds)")
+    if settings.extender.plan_attempts < 1:
+        raise SettingsError("settings.extender.planAttempts: must be at least 1")
+    if settings.extender.plan_ttl_s <= 0:
+        raise SettingsError("settings.extender.planTtlS: must be positive (seconds)")
+    if not settings.extender.score_weight > 0:
+        raise SettingsError("settings.extender.scoreWeight: must be positive")
     if settings.planning.qps_per_connection < 1:
         raise SettingsError("settings.planning.qpsPerConnection: must be at least 1")
     volcano = settings.volcano
