@@ -127,9 +127,10 @@ def check_update(job: JobView, old: JobView, settings: Settings) -> list[Violati
                 UPDATE,
             )
         ]
-    found = first_difference(
-        _normal(_comparable_spec(old.spec)) or {}, _normal(_comparable_spec(job.spec)) or {}, "spec"
-    )
+    before_spec, after_spec = _comparable_spec(old.spec), _comparable_spec(job.spec)
+    if before_spec == after_spec:
+        return []  # the common case (a scale, a metadata change), decided without normalising the templates
+    found = first_difference(_normal(before_spec) or {}, _normal(after_spec) or {}, "spec")
     if found is None:
         return []
     path, before, after = found
