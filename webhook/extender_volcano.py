@@ -118,7 +118,7 @@ def release_at_least(release: str, minimum: str) -> bool:
 # ----------------------------------------------------------------------------------------------- Go struct key lists
 # JSON keys in Go's order. Go writes exported fields in declaration order, promotes the fields of embedded structs
 # without a json tag to the embedding position, and drops `json:"-"` and unexported fields. Each entry is
-# (first release, keys); a struct keeps the latest entry at or before a release.
+# (first release, keys); a struct keeps the latest entry at or before a release (no keys: gone from then on).
 
 
 def _keys(text: str) -> tuple[str, ...]:
@@ -298,9 +298,9 @@ _HISTORY: Final[Mapping[str, tuple[tuple[str, tuple[str, ...]], ...]]] = {
         ("1.9", _keys("Size NumNodes Nodes")),
     ),
     # pkg/scheduler/api/device_info.go GPUDevice (v1.7.0 NodeInfo.GPUDevices values)
-    "GPUDevice": (("1.7", _keys("ID PodMap Memory")),),
+    "GPUDevice": (("1.7", _keys("ID PodMap Memory")), ("1.8", ())),
     # pkg/scheduler/api/types.go Status (v1.8.0, v1.9.0 PredicateResponse.status elements; no json tags)
-    "Status": (("1.8", _keys("Code Reason")),),
+    "Status": (("1.8", _keys("Code Reason")), ("1.10", _keys("Code Reason Plugin"))),
     # pkg/scheduler/plugins/extender/argument.go
     "PredicateRequest": (("1.7", _keys("task node")),),
     "PrioritizeRequest": (("1.7", _keys("task nodes")),),
@@ -358,7 +358,7 @@ _HISTORY: Final[Mapping[str, tuple[tuple[str, tuple[str, ...]], ...]]] = {
 
 def _keys_at(history: tuple[tuple[str, tuple[str, ...]], ...], release: str) -> tuple[str, ...] | None:
     known = [keys for first, keys in history if _ri(first) <= _ri(release)]
-    return known[-1] if known else None
+    return known[-1] if known and known[-1] else None  # an empty entry: the struct is gone
 
 
 GO_FIELDS: Final[Mapping[str, Mapping[str, tuple[str, ...]]]] = {
