@@ -24,7 +24,13 @@ from dataclasses import dataclass
 
 from webhook.extender_fit import TaskView, node_cards
 from webhook.extender_state import ExtenderState, JobPlan, Path
-from webhook.extender_types import CODE_SUCCESS, CODE_UNSCHEDULABLE, CODE_UNSCHEDULABLE_AND_UNRESOLVABLE, NodeInfo
+from webhook.extender_types import (
+    CODE_SUCCESS,
+    CODE_UNSCHEDULABLE,
+    CODE_UNSCHEDULABLE_AND_UNRESOLVABLE,
+    NodeInfo,
+    NodeResources,
+)
 
 PLAN_BASE = 90.0
 """Score of a planned node before its order bonus (0-10)."""
@@ -88,11 +94,13 @@ def predicate(task: TaskView, node: NodeInfo, state: ExtenderState) -> Verdict:
     return FITS
 
 
-def prioritize(task: TaskView, nodes: Sequence[NodeInfo], state: ExtenderState) -> dict[str, float]:
+def prioritize(task: TaskView, nodes: Sequence[NodeResources], state: ExtenderState) -> dict[str, float]:
     """Scores per node name for a judged task (weighted by `extender.scoreWeight`); empty for any other task."""
     if task.profile is None:
         return {}
-    state.observe(nodes, task)
+    if not state.session:
+        # Without onSessionOpen the candidates are the freshest view of the nodes the extender gets.
+        state.observe([n for n in nodes if isinstance(n, NodeInfo)], task)
     weight = state.settings.extender.score_weight
     plan = state.plan_for(task)
     if plan is not None:
@@ -106,7 +114,7 @@ def prioritize(task: TaskView, nodes: Sequence[NodeInfo], state: ExtenderState) 
 
 
 def _tier_scores(
-    task: TaskView, nodes: Sequence[NodeInfo], state: ExtenderState, *, exclude: frozenset[str] = frozenset()
+    task: TaskView, nodes: Sequence[NodeResources], state: ExtenderState, *, exclude: frozenset[str] = frozenset()
 ) -> dict[str, float]:
     """Leaf-tier scores (0-85) of the nodes not in `exclude`.
 
@@ -118,13 +126,17 @@ def _tier_scores(
     resource = task.profile.resource_name
     whole_node = task.route_planned
     read_path = state.read_path
+    known = state.session_paths
     paths: dict[str, Path | None] = {}
     room: dict[str, int] = {}
     spine_room: dict[str, int] = {}
     for info in nodes:
-        node = info.Node
-        meta = node.metadata if node is not None else None
-        path = read_path(meta.labels if meta is not None else None)
+        if isinstance(info, NodeInfo):
+            node = info.Node
+            meta = node.metadata if node is not None else None
+            path = read_path(meta.labels if meta is not None else None)
+        else:
+            path = known.get(info.Name)
         paths[info.Name] = path
         if not path:
             continue
@@ -170,7 +182,7 @@ def _tier_scores(
     return scores
 
 
-def _all_cards_free(info: NodeInfo, resource: str) -> bool:
+def _all_cards_free(info: NodeResources, resource: str) -> bool:
     """Every card of `resource` free in the node's future idle (the inlined core of `node_cards`)."""
     allocatable = info.Allocatable
     scalars = allocatable.ScalarResources if allocatable is not None else None

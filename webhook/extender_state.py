@@ -152,6 +152,8 @@ class ExtenderState:
         """Number of onSessionOpen calls seen; 0 while none has come."""
         self.jobs: dict[str, JobFacts] = {}
         """ringroute jobs of the current session (empty without onSessionOpen)."""
+        self.session_paths: dict[str, Path | None] = {}
+        """Topology path of every node of the session's cache, read once at session open."""
         self._memory: dict[str, _JobMemory] = {}
         self._session_cards: dict[str, int] = {}
         """Cards allocated per node in this session by allocate events (minus deallocations)."""
@@ -166,6 +168,7 @@ class ExtenderState:
         now = self.clock()
         nodes = request.Nodes or {}
         self.nodes = {info.Name or name: info for name, info in nodes.items()}
+        self.session_paths = {name: self.path_of(name, info) for name, info in self.nodes.items()}
         previous = self.session
         self.session += 1
         self._session_cards.clear()

@@ -189,16 +189,22 @@ class NodeTask(msgspec.Struct, gc=False, omit_defaults=True):
     Status: int = 0
 
 
-class NodeInfo(msgspec.Struct, gc=False, omit_defaults=True):
-    """`api.NodeInfo`: the parts the extender reads."""
+class NodeResources(msgspec.Struct, gc=False, omit_defaults=True):
+    """`api.NodeInfo` as far as its name and resources: what prioritize reads while a session's scheduler cache
+    already gave every node's labels and tasks (the Node object and the Tasks map are most of the bytes)."""
 
     Name: str = ""
-    Node: Node | None = None
-    State: NodeState | None = None
     Idle: Resource | None = None
     Releasing: Resource | None = None
     Pipelined: Resource | None = None
     Allocatable: Resource | None = None
+
+
+class NodeInfo(NodeResources, gc=False, omit_defaults=True):
+    """`api.NodeInfo`: the parts the extender reads."""
+
+    Node: Node | None = None
+    State: NodeState | None = None
     Tasks: dict[str, NodeTask] | None = None
 
 
@@ -257,6 +263,13 @@ class PrioritizeRequest(msgspec.Struct, gc=False, omit_defaults=True):
 
     task: TaskInfo | None = None
     nodes: list[NodeInfo] | None = None
+
+
+class SessionPrioritizeRequest(msgspec.Struct, gc=False, omit_defaults=True):
+    """PrioritizeRequest decoded into NodeResources (labels and tasks come from the session's cache)."""
+
+    task: TaskInfo | None = None
+    nodes: list[NodeResources] | None = None
 
 
 class SessionOpenRequest(msgspec.Struct, gc=False, omit_defaults=True):
@@ -360,6 +373,7 @@ __all__ = [
     "NodeAffinity",
     "NodeInfo",
     "NodeMeta",
+    "NodeResources",
     "NodeSelector",
     "NodeSelectorRequirement",
     "NodeSelectorTerm",
@@ -379,6 +393,7 @@ __all__ = [
     "PrioritizeRequest",
     "Resource",
     "SessionOpenRequest",
+    "SessionPrioritizeRequest",
     "SessionPod",
     "SessionTask",
     "Taint",
