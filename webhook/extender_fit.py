@@ -14,9 +14,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from webhook.extender_types import (
-    NodeInfo,
+    NodeResources,
     NodeSelectorRequirement,
     NodeSelectorTerm,
+    NodeView,
     Pod,
     Resource,
     Taint,
@@ -150,7 +151,7 @@ class NodeCards:
     """The task fits (every requested resource; all cards free for route-planned tasks)."""
 
 
-def node_cards(info: NodeInfo, task: TaskView) -> NodeCards:
+def node_cards(info: NodeResources, task: TaskView) -> NodeCards:
     """Cards of the task's resource on a node, and whether the task fits there now."""
     assert task.profile is not None
     resource = task.profile.resource_name
@@ -165,7 +166,7 @@ def node_cards(info: NodeInfo, task: TaskView) -> NodeCards:
     return NodeCards(total, free, fits)
 
 
-def _fits_other(task: TaskView, info: NodeInfo, idle: Resource) -> bool:
+def _fits_other(task: TaskView, info: NodeResources, idle: Resource) -> bool:
     """CPU and memory against the future idle; skipped for a dimension the node does not report."""
     releasing, pipelined = info.Releasing, info.Pipelined
     if task.milli_cpu > 0 and (idle.MilliCPU > 0 or (info.Allocatable is not None and info.Allocatable.MilliCPU > 0)):
@@ -196,7 +197,7 @@ def pod_constraints(pod: Pod | None) -> PodConstraints:
     )
 
 
-def node_admits(constraints: PodConstraints, node: NodeInfo) -> bool:
+def node_admits(constraints: PodConstraints, node: NodeView) -> bool:
     """Whether the pod may run on the node, resources aside."""
     if node.State is not None and node.State.Phase == NODE_NOT_READY:
         return False

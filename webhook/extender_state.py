@@ -24,6 +24,7 @@ from webhook.extender_types import (
     STATUS_PENDING,
     JobInfo,
     NodeInfo,
+    NodeView,
     SessionOpenRequest,
     TaskInfo,
 )
@@ -77,7 +78,7 @@ def label_path_reader(label_keys: Sequence[str] = ()) -> PathReader:
     return read
 
 
-def node_labels(info: NodeInfo) -> Mapping[str, str] | None:
+def node_labels(info: NodeView) -> Mapping[str, str] | None:
     """metadata.labels of a NodeInfo's Node."""
     meta = info.Node.metadata if info.Node is not None else None
     return meta.labels if meta is not None else None
@@ -146,7 +147,7 @@ class ExtenderState:
         self.settings = settings
         self.clock = clock
         self.read_path: PathReader = label_path_reader(settings.topology.label_keys)
-        self.nodes: dict[str, NodeInfo] = {}
+        self.nodes: dict[str, NodeView] = {}
         """Latest NodeInfo per node name."""
         self.session = 0
         """Number of onSessionOpen calls seen; 0 while none has come."""
@@ -292,7 +293,7 @@ class ExtenderState:
                 counts[allocation.node] = counts.get(allocation.node, 0) + 1
         return {node: count for node, count in counts.items() if count > 0}
 
-    def path_of(self, node: str, info: NodeInfo | None = None) -> Path | None:
+    def path_of(self, node: str, info: NodeView | None = None) -> Path | None:
         """The node's topology path from the given or the remembered NodeInfo."""
         info = info if info is not None else self.nodes.get(node)
         return self.read_path(node_labels(info)) if info is not None else None

@@ -200,11 +200,17 @@ class NodeResources(msgspec.Struct, gc=False, omit_defaults=True):
     Allocatable: Resource | None = None
 
 
-class NodeInfo(NodeResources, gc=False, omit_defaults=True):
-    """`api.NodeInfo`: the parts the extender reads."""
+class NodeView(NodeResources, gc=False, omit_defaults=True):
+    """`api.NodeInfo` with its Node object and state: what planning reads of each node (onSessionOpen's nodes are
+    decoded this way; the jobs' tasks come from its Jobs map)."""
 
     Node: Node | None = None
     State: NodeState | None = None
+
+
+class NodeInfo(NodeView, gc=False, omit_defaults=True):
+    """`api.NodeInfo`: the parts the extender reads."""
+
     Tasks: dict[str, NodeTask] | None = None
 
 
@@ -276,7 +282,7 @@ class SessionOpenRequest(msgspec.Struct, gc=False, omit_defaults=True):
     """Body of POST `<urlPrefix>/<onSessionOpenVerb>` (Go struct without json tags): the scheduler's whole cache."""
 
     Jobs: dict[str, JobInfo] | None = None
-    Nodes: dict[str, NodeInfo] | None = None
+    Nodes: dict[str, NodeView] | None = None
 
 
 class EventRequest(msgspec.Struct, gc=False, omit_defaults=True):
@@ -380,6 +386,7 @@ __all__ = [
     "NodeSpec",
     "NodeState",
     "NodeTask",
+    "NodeView",
     "ObjectMeta",
     "Pod",
     "PodGroupSpecView",
