@@ -438,6 +438,7 @@ def go_float_text(value: float) -> str:
 def go_number(value: float) -> int | orjson.Fragment:
     """A float64 field value ready for `go_json`: a Python int when Go prints no fraction (the JSON text is then
     identical), else a pre-rendered fragment with Go's text."""
+    value = float(value)  # callers may pass ints for float64 fields
     if value.is_integer() and abs(value) < 1e21 and not (value == 0.0 and math.copysign(1.0, value) < 0):
         number = int(value) if abs(value) < 2**53 else int(Decimal(repr(value)))
         if abs(number) < 2**63:
@@ -1481,7 +1482,9 @@ def task_status_of(pod: Mapping[str, Any]) -> int:
         if deleting:
             return TASK_STATUS["Releasing"]
         return TASK_STATUS["Bound" if (pod.get("spec") or {}).get("nodeName") else "Pending"]
-    return TASK_STATUS.get(str(phase), TASK_STATUS["Unknown"]) if phase in ("Succeeded", "Failed") else 512
+    if phase in ("Succeeded", "Failed"):
+        return TASK_STATUS[str(phase)]
+    return TASK_STATUS["Unknown"]
 
 
 def task_info(
@@ -1492,11 +1495,13 @@ def task_info(
     node_name: str | None = None,
     last_transaction: tuple[str, int] | None = None,
     job_allocated_hyper_node: str = "",
+    job: str | None = None,
 ) -> JSONObject:
     """An api.TaskInfo as `release` marshals it, derived from a v1.Pod the way NewTaskInfo and Clone do.
 
-    `status` (a TaskStatus name or bit) and `node_name` override what the pod implies, e.g. `status="Allocated"`
-    with `node_name` for a task allocated earlier in the session. Job is `<namespace>/<group-name annotation>`
+    `status` (a TaskStatus name or bit), `node_name` and `job` override what the pod implies, e.g.
+    `status="Allocated"` with `node_name` for a task allocated earlier in the session (Statement.Allocate also sets
+    the shared Pod's spec.nodeName, so build that pod with `node_name`). Job is `<namespace>/<group-name annotation>`
     ("" without the annotation), TaskRole the volcano.sh/task-spec annotation or label, Priority the pod's
     spec.priority (1 when absent), Preemptable true unless the pod says otherwise. EvictionOccurred and
     CustomBindErrHandlerSucceeded are false in every snapshot: TaskInfo.Clone does not copy them.
@@ -1532,7 +1537,7 @@ def task_info(
     node = spec.get("nodeName", "") if node_name is None else node_name
     values: JSONObject = {
         "UID": meta.get("uid", ""),
-        "Job": f"{meta.get('namespace', '')}/{group}" if group else "",
+        "Job": job if job is not None else f"{meta.get('namespace', '')}/{group}" if group else "",
         "Name": meta.get("name", ""),
         "Namespace": meta.get("namespace", ""),
         "TaskRole": annotations.get("volcano.sh/task-spec") or labels.get("volcano.sh/task-spec") or "",
@@ -1625,13 +1630,18 @@ def node_info(
     release: str = MASTER_RELEASE,
     image_nodes: int | Mapping[str, int] = 1,
     bind_generation: int = 0,
+    idle: JSONObject | None = None,
+    used: JSONObject | None = None,
+    releasing: JSONObject | None = None,
+    pipelined: JSONObject | None = None,
 ) -> JSONObject:
     """An api.NodeInfo as `release` marshals it in a session, for a v1.Node and the TaskInfos on it.
 
     Idle, Used, Releasing and Pipelined follow NodeInfo.AddTask: a Releasing task counts in Idle, Used and
     Releasing; a Pipelined task only in Pipelined; any other status in Idle and Used. Succeeded and Failed pods
     are not node tasks in Volcano's cache: leave them out. `image_nodes` is how many nodes hold each image
-    (ImageStateSummary.NumNodes), one number for all or per image name.
+    (ImageStateSummary.NumNodes), one number for all or per image name. `idle`, `used`, `releasing` and
+    `pipelined` (built with `resource`) replace the derived values, e.g. for free cards without modelling pods.
     """
     rel = normalize_release(release)
     status = node.get("status") or {}
@@ -1652,6 +1662,11 @@ def node_info(
         "Node": node,
         "State": {"Phase": 1, "Reason": ""} if ready else {"Phase": 2, "Reason": "NotReady"},
         **_node_usage(allocatable, tasks),
+        **{
+            key: value
+            for key, value in (("Idle", idle), ("Used", used), ("Releasing", releasing), ("Pipelined", pipelined))
+            if value is not None
+        },
         "Allocatable": allocatable.to_json(),
         "Capability": capacity.to_json(),
         "Capacity": capacity.to_json(),
@@ -2398,11 +2413,16 @@ ANSWER_SHAPES: Final[Mapping[str, Mapping[str, str]]] = {
 UNIVERSAL_PREDICATE_PASS: Final = b'{"status":null,"code":0,"errorMessage":""}'
 """Read as "fits" by every release, whatever `ignorable` is (so is `{}`)."""
 
-PREDICATE_FAIL_ALL_NOT_IGNORABLE: Final = b'{"errorMessage":"%s","status":[{"Code":2,"Reason":"%s"}],"code":2}'
-"""With `ignorable: false` only: fails in every release (v1.7 reads errorMessage, v1.8/v1.9 the status list,
-v1.10+ fail to decode a list into their string `status`, which becomes a FitError with code 1). Fill both %s
-with the reason. No body fails everywhere with `ignorable: true`: "status" must be a list for v1.8/v1.9 and a
-string for v1.10+, and the key matches that one field case-insensitively in both."""
+
+def encode_predicate_fail_everywhere(reason: str, *, code: int = STATUS_CODES["Unschedulable"]) -> bytes:
+    """A failing predicate answer every release reads as a failure, but only with `ignorable: false`: v1.7 reads
+    errorMessage, v1.8/v1.9 the status list, v1.10+ cannot decode that list into their string `status` and record
+    a FitError with code 1 and the decode error as its text. No body fails everywhere with `ignorable: true`:
+    "status" must be a list for v1.8/v1.9 and a string for v1.10+, and any spelling of that key lands in that one
+    field in both."""
+    if code not in _FAILING_CODES:
+        raise ValueError(f"code: {code} is not a failing status code (1 Error .. 5 Skip); use 2 (Unschedulable)")
+    return orjson.dumps({"errorMessage": reason, "status": [{"Code": code, "Reason": reason}], "code": code})
 
 
 def encode_predicate_answer(release: str, *, reason: str = "", code: int = STATUS_CODES["Unschedulable"]) -> bytes:
@@ -2571,12 +2591,15 @@ class ScoringInput:
 
 def least_allocated_score(inp: ScoringInput) -> int:
     """NodeResourcesFit LeastAllocated, cpu and memory weighted 50/50, integer arithmetic, 0-100."""
-    cpu_requested = (inp.node_cpu_nonzero_requested_milli or inp.node_cpu_requested_milli) + (
-        inp.task_cpu_milli or _DEFAULT_MILLI_CPU
-    )
-    memory_requested = (inp.node_memory_nonzero_requested or inp.node_memory_requested) + (
-        inp.task_memory or _DEFAULT_MEMORY
-    )
+    node_cpu = inp.node_cpu_requested_milli
+    if inp.node_cpu_nonzero_requested_milli is not None:
+        node_cpu = inp.node_cpu_nonzero_requested_milli
+    node_memory = inp.node_memory_requested
+    if inp.node_memory_nonzero_requested is not None:
+        node_memory = inp.node_memory_nonzero_requested
+    # A container without a request counts as 100m CPU and 200 MiB here (schedutil.GetNonzeroRequests).
+    cpu_requested = node_cpu + (inp.task_cpu_milli or _DEFAULT_MILLI_CPU)
+    memory_requested = node_memory + (inp.task_memory or _DEFAULT_MEMORY)
     total = weights = 0
     for requested, allocatable in (
         (cpu_requested, inp.node_cpu_allocatable_milli),
@@ -2607,7 +2630,8 @@ def balanced_allocation_score(inp: ScoringInput) -> int:
 def image_locality_score(inp: ScoringInput) -> int:
     """ImageLocality: sum of size x (nodes with the image / all nodes) over the task's images present on the node,
     clamped to [23 MiB, 1000 MiB x containers] and scaled to 0-100."""
-    total = sum(int(size * (count / inp.total_nodes)) for size, count in inp.task_images_on_node)
+    nodes = max(inp.total_nodes, 1)
+    total = sum(int(size * (count / nodes)) for size, count in inp.task_images_on_node)
     low, high = 23 * _MB, 1000 * _MB * max(inp.task_containers, 1)
     total = min(max(total, low), high)
     return 100 * (total - low) // (high - low)
@@ -3149,3 +3173,82 @@ def _build_cluster(
         pending_tasks=tuple(pending),
         free_nodes=tuple(n for i, n in enumerate(names) if i not in busy_set),
     )
+
+
+__all__ = [
+    "ALLOCATE_FACTS",
+    "ANSWER_SHAPES",
+    "BINPACK_DEFAULTS",
+    "DAEMONSET_KINDS",
+    "GO_FIELDS",
+    "GO_ZERO_TIME",
+    "IMAGE_LOCALITY_EFFECTIVE",
+    "MASTER_RELEASE",
+    "MAX_RESPONSE_BYTES",
+    "NODEORDER_WEIGHTS",
+    "NPU_NODE_IMAGES",
+    "NPU_RESOURCE",
+    "OBJECT_META_KEYS",
+    "RELEASES",
+    "RELEASE_GO",
+    "RELEASE_GROUPS",
+    "RELEASE_K8S_API",
+    "RELEASE_TAGS",
+    "STATUS_CODES",
+    "TASK_STATUS",
+    "TRAINING_IMAGE",
+    "UNIVERSAL_PREDICATE_PASS",
+    "ContainerImage",
+    "EventOutcome",
+    "Fact",
+    "PredicateOutcome",
+    "PrioritizeOutcome",
+    "ScoreSpread",
+    "ScoringInput",
+    "SyntheticCluster",
+    "balanced_allocation_score",
+    "binpack_score",
+    "candidate_lists",
+    "daemonset_pod",
+    "decode_event_handler_response",
+    "decode_predicate_response",
+    "decode_prioritize_response",
+    "default_node_scores",
+    "detect_release_range",
+    "encode_predicate_answer",
+    "encode_predicate_fail_everywhere",
+    "encode_prioritize_answer",
+    "event_handler_request",
+    "go_float_text",
+    "go_json",
+    "go_number",
+    "image_locality_score",
+    "job_info",
+    "kube_node",
+    "least_allocated_score",
+    "max_score_spread",
+    "namespace_info",
+    "node_info",
+    "normalize_release",
+    "num_feasible_nodes_to_find",
+    "on_session_open_outcome",
+    "on_session_open_request",
+    "parse_quantity",
+    "pod_group",
+    "predicate_error_cache_key",
+    "predicate_request",
+    "prioritize_called",
+    "prioritize_request",
+    "quantity_milli_value",
+    "quantity_value",
+    "queue_info",
+    "release_at_least",
+    "resource",
+    "select_best_node",
+    "stable_uid",
+    "synthetic_cluster",
+    "task_info",
+    "task_key",
+    "task_status_of",
+    "volcano_job_pod",
+]

@@ -543,7 +543,7 @@ def test_the_universal_pass_answers_pass_in_every_release(release: str, ignorabl
 
 @pytest.mark.parametrize("release", RELEASES)
 def test_the_hybrid_fail_answer_fails_everywhere_when_errors_are_not_ignorable(release: str) -> None:
-    body = ev.PREDICATE_FAIL_ALL_NOT_IGNORABLE % (b"node full", b"node full")
+    body = ev.encode_predicate_fail_everywhere("node full")
     assert not ev.decode_predicate_response(release, body, False).passes
     assert ev.decode_predicate_response(release, body, True).passes == ev.release_at_least(release, "1.10")
 
@@ -654,6 +654,17 @@ def test_an_encoded_answer_is_read_back_by_its_release(release: str) -> None:
 def test_a_failing_answer_needs_a_failing_code() -> None:
     with pytest.raises(ValueError, match="failing status code"):
         ev.encode_predicate_answer("1.12", reason="full", code=0)
+    with pytest.raises(ValueError, match="failing status code"):
+        ev.encode_predicate_fail_everywhere("full", code=6)
+
+
+def test_explicit_node_resources_replace_the_derived_ones() -> None:
+    idle = ev.resource(milli_cpu=4000, memory=2**30, scalars={"huawei.com/ascend-1980": 3000})
+    info = ev.node_info(ev.kube_node("n1"), idle=idle)
+    assert info["Idle"] == idle
+    assert info["Used"]["ScalarResources"] is None
+    task = ev.task_info(ev.volcano_job_pod("bert", 0), job="team-a/other-group")
+    assert task["Job"] == "team-a/other-group"
 
 
 @pytest.mark.parametrize("release", RELEASES)
