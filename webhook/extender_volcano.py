@@ -2756,6 +2756,25 @@ def num_feasible_nodes_to_find(
     return max(n_nodes * adaptive // 100, minimum)
 
 
+def feasible_scan(feasible: Sequence[bool], start: int, to_find: int) -> tuple[list[int], int]:
+    """One predicate pass over the session's node list (PredicateNodes): nodes are examined from `start`
+    (lastProcessedNodeIndex) round the list until `to_find` feasible ones are found. Returns their indices in
+    examination order and the next start index, (start + nodes examined) mod n.
+
+    Sequential model of Volcano's 16 parallel workers, which may examine up to 15 more nodes before the
+    cancellation lands; the returned nodes are then the same set but the next start can be further on.
+    """
+    n = len(feasible)
+    found: list[int] = []
+    examined = 0
+    while examined < n and len(found) < to_find:
+        index = (start + examined) % n
+        examined += 1
+        if feasible[index]:
+            found.append(index)
+    return found, (start + examined) % n if n else 0
+
+
 def candidate_lists(release: str) -> tuple[str, ...]:
     """The candidate lists allocate scores in turn; the first list that yields a node wins. v1.7 scores one list
     (nodes whose Idle or FutureIdle fits); v1.8+ score nodes fitting Idle first and FutureIdle
@@ -3219,6 +3238,7 @@ __all__ = [
     "encode_predicate_fail_everywhere",
     "encode_prioritize_answer",
     "event_handler_request",
+    "feasible_scan",
     "go_float_text",
     "go_json",
     "go_number",

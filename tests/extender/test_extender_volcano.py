@@ -896,6 +896,13 @@ def test_feasible_node_cut_off_follows_calculate_num_of_feasible_nodes_to_find(
     assert ev.num_feasible_nodes_to_find(n_nodes, "1.16") == v19
 
 
+def test_a_predicate_pass_starts_at_the_rotating_index_and_stops_at_the_cut_off() -> None:
+    feasible = [True, False, True, True, False, True]
+    assert ev.feasible_scan(feasible, 4, 2) == ([5, 0], 1)
+    assert ev.feasible_scan(feasible, 1, 10) == ([2, 3, 5, 0], 1)
+    assert ev.feasible_scan([], 0, 3) == ([], 0)
+
+
 def test_allocate_helpers_describe_candidate_lists_prioritize_calls_and_the_error_cache() -> None:
     assert ev.candidate_lists("1.7") == ("idle_or_future_idle",)
     assert ev.candidate_lists("1.8") == ("idle", "future_idle")
