@@ -1656,6 +1656,7 @@ def node_info(
             summary = {"Size": image.get("sizeBytes", 0), "NumNodes": count, "Nodes": None}
             images.setdefault(name, {k: summary[k] for k in GO_FIELDS[rel]["ImageStateSummary"]})
     usage = {"MetricsTime": GO_ZERO_TIME, "CPUUsageAvg": {}, "MEMUsageAvg": {}}
+    others = _OTHERS[rel]
     revocable = (meta.get("labels") or {}).get("volcano.sh/revocable-zone", "")
     values: JSONObject = {
         "Name": meta.get("name", ""),
@@ -1676,7 +1677,7 @@ def node_info(
         "UnassignedNumaPods": None,
         "NumaSchedulerInfo": None,
         "RevocableZone": revocable,
-        "Others": None if _OTHERS[rel] is None else dict(_OTHERS[rel] or {}),
+        "Others": None if others is None else dict(others),
         "GPUDevices": {},
         "OversubscriptionNode": False,
         "OfflineJobEvicting": False,
@@ -1734,10 +1735,18 @@ def _spec_object(values: Mapping[str, Any], struct: str, release: str) -> JSONOb
     out: JSONObject = {}
     for key in keys:
         value = values[key[0].upper() + key[1:]]
-        always = (struct == "PodGroupCondition" and key == "lastTransitionTime") or key in ("guarantee", "reservation")
-        if always or value not in (None, "", 0, False, [], {}):
+        if key in _STRUCT_KEYS:  # omitempty never drops a struct
+            out[key] = value
+        elif key in _POINTER_KEYS:  # nor a non-nil pointer, even to false or an empty map
+            if value is not None:
+                out[key] = value
+        elif value not in (None, "", 0, False, [], {}):
             out[key] = value
     return out
+
+
+_STRUCT_KEYS: Final = frozenset({"guarantee", "reservation", "lastTransitionTime"})
+_POINTER_KEYS: Final = frozenset({"reclaimable", "affinity", "minResources", "networkTopology"})
 
 
 def _network_topology(spec: Mapping[str, Any] | None, release: str) -> JSONObject | None:
@@ -2136,7 +2145,7 @@ def _json_kind(value: Any) -> str:
     if isinstance(value, bool):
         return "bool"
     if isinstance(value, (int, float)):
-        return f"number {value}" if not isinstance(value, bool) else "bool"
+        return f"number {value}"
     return "string"
 
 
