@@ -202,7 +202,9 @@ class FakeApiServer:
         """Watches from a resourceVersion below this get 410 Gone."""
         self.faults: list[Fault] = []
         self.requests: list[Request] = []
-        self._changed = asyncio.Condition()
+        # An Event replaced on every change, not a Condition: cancelling a watch waiting on Condition.wait()
+        # under wait_for can leave the lock released twice on Python 3.11 and hang the other watches.
+        self._changed = asyncio.Event()
         self._tick = 0
         self._runner: web.AppRunner | None = None
         self.port = 0
@@ -265,8 +267,8 @@ class FakeApiServer:
 
     async def _notify(self) -> None:
         self._tick += 1
-        async with self._changed:
-            self._changed.notify_all()
+        changed, self._changed = self._changed, asyncio.Event()
+        changed.set()
 
     def get(self, plural: str, namespace: str | None, name: str) -> Obj | None:
         obj = self.stores[plural].objects.get((namespace or "", name))
@@ -668,9 +670,7 @@ class FakeApiServer:
             wait = min(deadline - loop.time(), self.bookmark_interval_s)
             if wait <= 0:
                 break
-            async with self._changed:
-                if self._tick != seen:
-                    continue
+            if self._tick == seen:
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self._changed.wait(), timeout=wait)
         return response
