@@ -1,4 +1,5 @@
-"""A small emulated cluster for controller tests and the benchmark: a Volcano Job, its pods, NPU nodes."""
+"""A small emulated cluster for controller tests and the benchmark: a Volcano Job, its pods, NPU nodes, and the
+admission chain a Job goes through (ringroute's webhooks, then Volcano's)."""
 
 from __future__ import annotations
 
@@ -10,11 +11,14 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
 
+from aiohttp import web
+
 from planner import generate_topology, nodes_for_topology
-from tests.fakes import FakeApiServer
+from tests.fakes import AdmissionWebhook, FakeApiServer, http_webhook
 from webhook.controller import Controller
 from webhook.kube import KubeRepository
 from webhook.metrics import Metrics
+from webhook.server import admission_app
 from webhook.settings import ControllerSettings, Settings
 
 DEVICE_KEY = "cce.kubectl.kubernetes.io/ascend-1980-configuration"
@@ -188,6 +192,35 @@ class Harness:
             if len(self.controller.queue) == 0 and not self.controller.queue._processing:
                 return
             await asyncio.sleep(0.02)
+
+
+async def volcano_validator(review: dict[str, Any]) -> dict[str, Any]:
+    """What vc-webhook-manager answers for the queue it checks: jobs naming a queue that does not exist are refused."""
+    queue = ((review["request"]["object"] or {}).get("spec") or {}).get("queue") or "default"
+    if queue == "default":
+        return {"allowed": True}
+    return {"allowed": False, "status": {"message": f'unable to find job queue: queue "{queue}" not found'}}
+
+
+@contextlib.asynccontextmanager
+async def admission_chain(server: FakeApiServer, settings: Settings) -> AsyncIterator[None]:
+    """Jobs created over HTTP go through ringroute's admission (served on loopback), then Volcano's validation."""
+    runner = web.AppRunner(admission_app(settings, Metrics(), certificates=None))
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    base = f"http://127.0.0.1:{port}"
+    server.admission["jobs"] = [
+        http_webhook("mutate.jobs.ringroute.io", f"{base}/jobs/mutate"),
+        http_webhook("validate.jobs.ringroute.io", f"{base}/jobs/validate"),
+        AdmissionWebhook("validatejob.volcano.sh", volcano_validator),
+    ]
+    try:
+        yield
+    finally:
+        server.admission.pop("jobs", None)
+        await runner.cleanup()
 
 
 async def add_job(server: FakeApiServer, job: dict[str, Any]) -> dict[str, Any]:

@@ -205,7 +205,8 @@ async def test_user_made_configmap_is_adopted_and_gets_the_launcher() -> None:
         await h.settle()
         adopted = h.configmap("mine")
         assert adopted is not None
-        assert adopted["metadata"]["ownerReferences"][0]["uid"] == job["metadata"]["uid"]
+        [owner] = adopted["metadata"]["ownerReferences"]
+        assert (owner["uid"], owner["controller"], owner["blockOwnerDeletion"]) == (job["metadata"]["uid"], True, True)
         assert adopted["data"]["jobstart_hccl.json"] == user_made["data"]["jobstart_hccl.json"]
         assert "ringroute-launcher.sh" in adopted["data"]
         await place_all(h, job, ["npu-0", "npu-8", "npu-16"])

@@ -131,7 +131,7 @@ async def test_leader_lost_mid_reconcile_writes_nothing_and_the_second_replica_t
         await b.shutdown()
 
 
-async def test_a_crashed_leader_is_replaced_after_the_lease_expires() -> None:
+async def test_a_crashed_leader_is_replaced_after_the_lease_expires_and_only_then_creates_the_configmap() -> None:
     async with FakeApiServer(bookmark_interval_s=0.5) as server:
         await seed(server)
         a = Replica(server, "replica-a")
@@ -142,9 +142,13 @@ async def test_a_crashed_leader_is_replaced_after_the_lease_expires() -> None:
         assert holder(server) == "replica-a", "a crash does not release the lease"
         job = make_job("three", 3)
         await add_job(server, job)
+        await asyncio.sleep(0.1)
+        assert server.get("configmaps", NS, "configmap1980-three") is None, "no leader, no ConfigMap: pods wait"
         for i, node in enumerate(["npu-0", "npu-1", "npu-8"]):
             await server.apply("pods", make_pod(job, i, node))
         await wait_for(lambda: holder(server) == "replica-b", timeout_s=4)
+        await wait_for(lambda: server.get("configmaps", NS, "configmap1980-three") is not None, timeout_s=2)
+        assert {r.agent for r in server.writes("configmaps")} == {"replica-b"}
         await wait_for(
             lambda: (
                 '"completed"'

@@ -29,7 +29,7 @@ SETTINGS = Settings()
 PROFILE = SETTINGS.profiles[0]
 
 
-def test_initial_configmap_is_named_labelled_initializing_and_owned_when_the_job_has_a_uid() -> None:
+def test_initial_configmap_is_named_labelled_initializing_and_controlled_by_the_job() -> None:
     job = make_job("bert", 4)
     body = initial_configmap(job, PROFILE, SETTINGS)
     assert body["metadata"]["name"] == "configmap1980-bert"
@@ -37,11 +37,18 @@ def test_initial_configmap_is_named_labelled_initializing_and_owned_when_the_job
     assert body["metadata"]["labels"] == {"ring-controller.cce": "ascend-1980"}
     assert json.loads(body["data"]["jobstart_hccl.json"]) == {"status": "initializing"}
     assert "RINGROUTE_LAUNCHER_TIMEOUT:-1800}" in body["data"][LAUNCHER_KEY]
-    assert "ownerReferences" not in body["metadata"], "at admission the job has no uid yet"
+    assert body["metadata"]["annotations"] == {"ringroute.io/created-by": "ringroute"}
+    assert "ownerReferences" not in body["metadata"], "a job not stored yet has no uid to refer to"
     job["metadata"]["uid"] = "u-1"
-    owner = initial_configmap(job, PROFILE, SETTINGS)["metadata"]["ownerReferences"][0]
-    assert (owner["kind"], owner["name"], owner["uid"]) == ("Job", "bert", "u-1")
-    assert owner["apiVersion"] == "batch.volcano.sh/v1alpha1"
+    [owner] = initial_configmap(job, PROFILE, SETTINGS)["metadata"]["ownerReferences"]
+    assert owner == {
+        "apiVersion": "batch.volcano.sh/v1alpha1",
+        "kind": "Job",
+        "name": "bert",
+        "uid": "u-1",
+        "controller": True,
+        "blockOwnerDeletion": True,
+    }
 
 
 def test_completed_payload_over_the_limit_names_the_size_and_the_fix() -> None:
