@@ -1,69 +1,219 @@
-"""Scheduler extender benchmark: prioritize latency on a 1,000-node payload, and the scheduling simulation.
+"""Scheduler extender benchmark: call latency and CPU at 1,000 / 5,000 / 10,000 nodes, onSessionOpen at cluster size,
+admission latency while the extender is loaded, and placements under the emulated Volcano scheduler.
 
-Prints JSON lines:
-- `payload`: size of the prioritize body (Volcano's NodeInfo shape: Node objects with labels, Idle/Used/...,
-  every node with 3 daemon pods, ~60 % of nodes busy with a training pod of another job, full Pod objects);
-- `prioritize_inprocess`: decode + scoring without HTTP, for the fast decoder the server uses and for the lenient
-  reader (orjson + dict access) it falls back to; cold = first call, topology cache empty;
-- `prioritize_http`: POSTs through the real aiohttp app on 127.0.0.1, sequential, p50/p99;
-- `predicate_http`: one-node predicate calls (Volcano makes one per candidate node);
-- `simulation`: random-feasible vs extender placement on a fragmented cluster (leaves spanned, ring bus bandwidth
-  of the planned order when `planner._plan` is installed).
-Usage: python bench/extender.py [--nodes 1000] [--calls 200] [--seed 0]
+Prints JSON lines (`python bench/extender.py [--sizes 1000,5000,10000] [--calls 25] [--quick]`):
+- `payload`: body sizes. Two node shapes: `compact` (the Node object reduced to name and labels, tasks with small
+  Pods: the shape the latency targets were set on) and `kubelet` (Node and Pod objects as the API server returns
+  them, built by `webhook.extender_volcano`: images, conditions, managedFields), each without and with 3 DaemonSet
+  pods per node; about 60 % of nodes run an 8-card training pod of another job;
+- `prioritize_http` / `predicate_http`: `ringroute serve` on 127.0.0.1 (admission and the extender's own
+  process), sequential calls after warm-up, p50/p99/max, and the extender process's CPU per call;
+- `predicate_throughput`: one-node predicate calls from 16 concurrent clients (Volcano checks 16 nodes at once);
+- `session_open`: the whole scheduler cache at cluster size: bytes, time to answer, the extender's RSS growth;
+- `admission_under_extender_load`: /jobs/mutate p50/p99 at concurrency 10, alone and while prioritize calls of the
+  largest compact payload run back to back;
+- `simulation`: Volcano's allocate action emulated with and without the extender (leaves per job vs the optimum);
+- `summary`: each target pass/fail.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import gc
-import json
-import multiprocessing
+import contextlib
+import os
+import signal
+import subprocess
 import sys
+import tempfile
+import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import orjson
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
 
-from aiohttp import ClientSession, web
+from aiohttp import ClientSession, ClientTimeout, TCPConnector  # noqa: E402
 
-from webhook.cli_extender import node_info, planner_available, simulate, summarise, task_info, with_bandwidth
-from webhook.extender import extender_app
-from webhook.extender_scoring import ExtenderState, prioritize, prioritize_body
-from webhook.metrics import Metrics
-from webhook.settings import Settings
+from bench._common import emit  # noqa: E402
+from bench.webhook import free_port, realistic_review, run_aiohttp, wait_ready  # noqa: E402
+from certs import generate_bundle  # noqa: E402
+from webhook import extender_sim as sim  # noqa: E402
+from webhook import extender_volcano as volcano  # noqa: E402
 
-DAEMONS = ("kube-proxy", "ascend-device-plugin", "node-exporter")
+TARGET_P99_MS = {1000: 20.0, 5000: 40.0, 10000: 60.0}
+"""p99 targets of a prioritize call over HTTP on a 2-core machine, by candidate nodes (compact shape)."""
+RESOURCE = "huawei.com/ascend-1980"
+TEMPLATE = "zz-node-template"
+BUSY_SHARE = 0.6
 
 
-def build_payload(nodes: int, seed: int, daemons: int = 0) -> dict[str, Any]:
-    """A prioritize request for task 8 of a 32-pod route-planned job whose tasks 0-7 run on leaf 0; `daemons`
-    DaemonSet pods per node (Volcano's NodeInfo lists every pod on the node)."""
+# ------------------------------------------------------------------------------------------------------- payloads
+
+
+def _task_of_job(shape: str) -> dict[str, Any]:
+    """Task 8 of a 32-pod route-planned job: the task being scheduled."""
+    if shape == "compact":
+        return sim.task_info(sim.make_job("team-a", "llm", 32, cards=8, resource=RESOURCE), 8)
+    pod = volcano.volcano_job_pod(
+        "llm",
+        8,
+        namespace="team-a",
+        extra_labels={"ring-controller.cce": "ascend-1980"},
+        extra_env={"ROUTE_PLAN": "true"},
+        extra_annotations={"ringroute.io/npu-pods": "32"},
+    )
+    return volcano.task_info(pod)
+
+
+def _node_template(shape: str, busy: bool, daemons: int) -> bytes:
+    """One NodeInfo as JSON with TEMPLATE where the node name goes."""
+    labels = {"volcano.sh/tor": "tor-@@LEAF@@", "accelerator/huawei-npu": "ascend-1980"}
+    if shape == "compact":
+        node = sim.SimNode(TEMPLATE, labels, 8, RESOURCE)
+        for kind in volcano.DAEMONSET_KINDS[:daemons]:
+            daemon = sim.make_job("kube-system", f"{kind}-{TEMPLATE}", 1, cards=0, resource=RESOURCE)
+            task = sim.task_info(daemon, 0, node=TEMPLATE, status=32)
+            task["Resreq"] = task["InitResreq"] = {"MilliCPU": 100.0, "Memory": 2.0**28, "ScalarResources": None}
+            del task["Pod"]["metadata"]["labels"]["ring-controller.cce"]
+            node.tasks[task["UID"]] = task
+        if busy:
+            other = sim.make_job("team-b", f"other-{TEMPLATE}", 1, cards=8, resource=RESOURCE, route_planned=False)
+            task = sim.task_info(other, 0, node=TEMPLATE, status=32)
+            node.tasks[task["UID"]] = task
+        return orjson.dumps(sim.node_info(node))
+    ip = "10.0.0.1"
+    node_object = volcano.kube_node(TEMPLATE, labels=labels, internal_ip=ip)
+    tasks = [volcano.task_info(volcano.daemonset_pod(k, TEMPLATE, ip)) for k in volcano.DAEMONSET_KINDS[:daemons]]
+    if busy:
+        pod = volcano.volcano_job_pod(
+            f"other-{TEMPLATE}", 0, namespace="team-b", node_name=TEMPLATE, node_ip=ip, phase="Running"
+        )
+        tasks.append(volcano.task_info(pod))
+    return volcano.go_json(volcano.node_info(node_object, tasks))
+
+
+def node_infos(shape: str, count: int, daemons: int, seed: int) -> list[bytes]:
+    """`count` NodeInfos as JSON: nodes `npu-00000` ..., 8 per leaf, about 60 % busy."""
     rng = np.random.default_rng(seed)
-    busy = set(rng.choice(nodes, size=int(nodes * 0.6), replace=False).tolist())
-    busy -= set(range(8))
-    infos = []
-    for i in range(nodes):
-        name = f"npu-{i:04d}"
-        tasks: dict[str, dict[str, Any]] = {}
-        for daemon in DAEMONS[:daemons]:
-            pod = task_info(
-                namespace="kube-system", job_name=f"{daemon}-{i}", index=0, ring_label=None, cards=0, node_name=name
-            )
-            tasks[pod["UID"]] = pod
-        if i < 8:
-            mine = task_info(namespace="team-a", job_name="llm", index=i, node_name=name, status=32)
-            tasks[mine["UID"]] = mine
-        elif i in busy:
-            other = task_info(namespace="team-b", job_name=f"job-{i // 16}", index=i % 16, node_name=name, status=32)
-            tasks[other["UID"]] = other
-        labels = {"volcano.sh/tor": f"tor-{i // 8:03d}", "accelerator/huawei-npu": "ascend-1980"}
-        infos.append(node_info(name, labels, tasks=tasks))
-    return {"task": task_info(namespace="team-a", job_name="llm", index=8), "nodes": infos}
+    busy_flags = rng.random(count) < BUSY_SHARE
+    templates = {busy: _node_template(shape, busy, daemons) for busy in (False, True)}
+    out = []
+    for i in range(count):
+        raw = templates[bool(busy_flags[i])].replace(TEMPLATE.encode(), f"npu-{i:05d}".encode())
+        out.append(raw.replace(b"@@LEAF@@", f"{i // 8:04d}".encode()))
+    return out
+
+
+def prioritize_body(task: dict[str, Any], nodes: list[bytes]) -> bytes:
+    return b'{"task":' + orjson.dumps(task) + b',"nodes":[' + b",".join(nodes) + b"]}"
+
+
+def session_body(shape: str, nodes: list[bytes], jobs: int) -> bytes:
+    """An OnSessionOpenRequest with every node and `jobs` pending 8-pod route-planned jobs (Tasks and
+    TaskStatusIndex both list each task, as Volcano's JobInfo does)."""
+    job_entries = []
+    for j in range(jobs):
+        sim_job = sim.make_job("team-a", f"job-{j:04d}", 8, cards=8, resource=RESOURCE)
+        if shape == "compact":
+            tasks = {t["UID"]: t for t in sim_job.tasks}
+        else:
+            pods = [
+                volcano.volcano_job_pod(
+                    f"job-{j:04d}",
+                    i,
+                    namespace="team-a",
+                    extra_labels={"ring-controller.cce": "ascend-1980"},
+                    extra_env={"ROUTE_PLAN": "true"},
+                )
+                for i in range(8)
+            ]
+            tasks = {t["UID"]: t for t in (volcano.task_info(p) for p in pods)}
+        info = {
+            "UID": sim_job.job_id,
+            "Name": f"job-{j:04d}-pg",
+            "Namespace": "team-a",
+            "MinAvailable": 8,
+            "Tasks": tasks,
+            "TaskStatusIndex": {"1": tasks},
+            "PodGroup": {"metadata": {"name": f"job-{j:04d}-pg"}, "spec": {"minMember": 8}, "Version": "v1beta1"},
+        }
+        job_entries.append(orjson.dumps(sim_job.job_id) + b":" + orjson.dumps(info))
+    node_entries = [b'"npu-%05d":' % i + raw for i, raw in enumerate(nodes)]
+    return (
+        b'{"Jobs":{'
+        + b",".join(job_entries)
+        + b'},"Nodes":{'
+        + b",".join(node_entries)
+        + b'},"Queues":{},"NamespaceInfo":{},"RevocableNodes":{},"NodeList":null}'
+    )
+
+
+# --------------------------------------------------------------------------------------------------- the server
+
+
+@contextlib.contextmanager
+def serve(cert_dir: Path, log_path: Path) -> Iterator[tuple[int, int, int]]:
+    """`ringroute serve` on loopback without an API server: (admission port, extender port, extender pid)."""
+    admission_port, extender_port = free_port(), free_port()
+    env = dict(os.environ, KUBECONFIG=os.devnull)
+    env.pop("KUBERNETES_SERVICE_HOST", None)
+    command = [
+        sys.executable, "-m", "webhook", "serve", "--listen", f"127.0.0.1:{admission_port}",
+        "--extender-listen", f"127.0.0.1:{extender_port}", "--cert-dir", str(cert_dir), "--no-controller",
+    ]  # fmt: skip
+    with log_path.open("wb") as log:
+        process = subprocess.Popen(
+            command, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+        )
+        try:
+            wait_ready(admission_port, cert_dir / "ca.crt", process)
+            pid = _extender_pid(process.pid, extender_port)
+            yield admission_port, extender_port, pid
+        finally:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(process.pid, signal.SIGTERM)
+            try:
+                process.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                os.killpg(process.pid, signal.SIGKILL)
+                process.wait()
+
+
+def _extender_pid(parent: int, port: int, timeout_s: float = 30.0) -> int:
+    """The extender child of `parent`, once its port answers."""
+    import urllib.request
+
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/extender/healthz", timeout=1) as response:
+                if response.read() == b"ok":
+                    break
+        except OSError:
+            time.sleep(0.2)
+    children = Path(f"/proc/{parent}/task/{parent}/children").read_text().split()
+    for child in children:
+        if "extender" in Path(f"/proc/{child}/cmdline").read_bytes().decode(errors="replace") or len(children) == 1:
+            return int(child)
+    return int(children[-1])
+
+
+def cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def rss_mib(pid: int, key: str = "VmRSS") -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith(key + ":"):
+            return round(int(line.split()[1]) / 1024.0, 1)
+    return float("nan")
 
 
 def percentiles(samples_s: list[float]) -> dict[str, float]:
@@ -75,149 +225,222 @@ def percentiles(samples_s: list[float]) -> dict[str, float]:
     }
 
 
-def bench_inprocess(body: bytes, calls: int) -> list[dict[str, Any]]:
-    """Decode + score without HTTP: the fast path the server uses, and the lenient path (orjson + dict readers)."""
-    settings = Settings()
-    out = []
-    for path, n in (("fast", calls), ("lenient", max(5, calls // 10))):
-        state = ExtenderState(settings)
-        samples = []
-        for _ in range(n):
+async def timed_calls(url: str, body: bytes, calls: int, warmup: int = 3) -> tuple[list[float], bytes]:
+    samples: list[float] = []
+    answer = b""
+    async with ClientSession(timeout=ClientTimeout(total=120)) as session:
+        for i in range(calls + warmup):
             started = time.perf_counter()
-            if path == "fast":
-                prioritize_body(body, settings, state)
-            else:
-                request = orjson.loads(body)
-                prioritize(request["task"], request["nodes"], settings, state)
-            samples.append(time.perf_counter() - started)
-        out.append(
-            {
-                "case": "prioritize_inprocess",
-                "decoder": path,
-                "calls": n,
-                "cold_ms": round(samples[0] * 1000.0, 2),
-                **percentiles(samples[1:]),
-            }
-        )
-    return out
+            async with session.post(url, data=body, headers={"Content-Type": "application/json"}) as response:
+                answer = await response.read()
+                if response.status != 200:
+                    raise RuntimeError(f"{url}: HTTP {response.status}: {answer[:300]!r}")
+            if i >= warmup:
+                samples.append(time.perf_counter() - started)
+    return samples, answer
 
 
-def serve(port_queue: Any) -> None:
-    """The extender app on 127.0.0.1 in its own process (Volcano is another process too)."""
-    gc.collect()
-    gc.freeze()
+async def throughput(url: str, body: bytes, seconds: float, concurrency: int = 16) -> dict[str, Any]:
+    done = 0
+    latencies: list[float] = []
+    deadline = time.perf_counter() + seconds
+    async with ClientSession(connector=TCPConnector(limit=concurrency)) as session:
+
+        async def worker() -> None:
+            nonlocal done
+            while time.perf_counter() < deadline:
+                started = time.perf_counter()
+                async with session.post(url, data=body, headers={"Content-Type": "application/json"}) as response:
+                    await response.read()
+                latencies.append(time.perf_counter() - started)
+                done += 1
+
+        await asyncio.gather(*(worker() for _ in range(concurrency)))
+    return {"calls_per_s": round(done / seconds, 1), "concurrency": concurrency, **percentiles(latencies)}
+
+
+def extender_load(url: str, body: bytes, stop: threading.Event) -> None:
+    """Prioritize calls back to back until `stop` (runs in a thread of its own)."""
 
     async def run() -> None:
-        runner = web.AppRunner(extender_app(Settings(), Metrics()), access_log=None)
-        await runner.setup()
-        site = web.TCPSite(runner, "127.0.0.1", 0)
-        await site.start()
-        port_queue.put(site._server.sockets[0].getsockname()[1])  # type: ignore[union-attr]
-        await asyncio.Event().wait()
+        async with ClientSession(timeout=ClientTimeout(total=120)) as session:
+            while not stop.is_set():
+                async with session.post(url, data=body, headers={"Content-Type": "application/json"}) as response:
+                    await response.read()
 
     asyncio.run(run())
 
 
-async def bench_http(url: str, body: bytes, predicate_body: bytes, calls: int) -> list[dict[str, Any]]:
-    results = []
-    async with ClientSession() as session:
-        for verb, payload, n in (("prioritize", body, calls), ("predicate", predicate_body, calls * 5)):
-            samples = []
-            for i in range(n + 5):
-                started = time.perf_counter()
-                async with session.post(
-                    f"{url}/{verb}", data=payload, headers={"Content-Type": "application/json"}
-                ) as response:
-                    answer = await response.read()
-                    assert response.status == 200, answer[:200]
-                if i >= 5:  # warm-up calls fill the topology cache and the connection pool
-                    samples.append(time.perf_counter() - started)
-            results.append({"case": f"{verb}_http", "calls": n, "response_bytes": len(answer), **percentiles(samples)})
-    return results
+# ---------------------------------------------------------------------------------------------------- sections
+
+
+def bench_calls(extender: str, pid: int, sizes: list[int], calls: int, seed: int) -> list[dict[str, Any]]:
+    rows = []
+    for shape in ("compact", "kubelet"):
+        task = _task_of_job(shape)
+        for daemons in (0, 3):
+            all_nodes = node_infos(shape, max(sizes), daemons, seed)
+            for size in sizes:
+                if shape == "kubelet" and size > 1000:
+                    # 26-60 kB per node: a 10,000-node body is 0.3-0.6 GB; Volcano sends at most 500 by default.
+                    continue
+                body = prioritize_body(task, all_nodes[:size])
+                variant = {"shape": shape, "nodes": size, "daemons_per_node": daemons, "bytes": len(body)}
+                rows.append({"case": "payload", **variant, "mib": round(len(body) / 2**20, 2)})
+                before = cpu_seconds(pid)
+                samples, answer = asyncio.run(timed_calls(f"{extender}/prioritize", body, calls))
+                cpu_ms = (cpu_seconds(pid) - before) * 1000.0 / (calls + 3)
+                row = {"case": "prioritize_http", **variant, "calls": calls, **percentiles(samples)}
+                row["cpu_ms_per_call"] = round(cpu_ms, 2)
+                row["scored_nodes"] = len(orjson.loads(answer)["nodeScore"])
+                if shape == "compact" and daemons == 0 and size in TARGET_P99_MS:
+                    row["target_p99_ms"] = TARGET_P99_MS[size]
+                rows.append(row)
+            predicate = b'{"task":' + orjson.dumps(task) + b',"node":' + all_nodes[1] + b"}"
+            samples, _ = asyncio.run(timed_calls(f"{extender}/predicate", predicate, calls * 8))
+            variant = {"shape": shape, "daemons_per_node": daemons, "bytes": len(predicate)}
+            rows.append({"case": "predicate_http", **variant, "calls": calls * 8, **percentiles(samples)})
+            rows.append(
+                {
+                    "case": "predicate_throughput",
+                    **variant,
+                    **asyncio.run(throughput(f"{extender}/predicate", predicate, 3.0)),
+                }
+            )
+            del all_nodes
+    return rows
+
+
+def bench_session_open(extender: str, pid: int, sizes: list[int], seed: int) -> list[dict[str, Any]]:
+    rows = []
+    for shape in ("compact", "kubelet"):
+        for size in sizes:
+            if shape == "kubelet" and size > 1000:
+                continue
+            body = session_body(shape, node_infos(shape, size, 3, seed), jobs=max(1, size // 100))
+            rss_before = rss_mib(pid)
+            samples, _ = asyncio.run(timed_calls(f"{extender}/onSessionOpen", body, 3, warmup=1))
+            rows.append(
+                {
+                    "case": "session_open",
+                    "shape": shape,
+                    "nodes": size,
+                    "daemons_per_node": 3,
+                    "pending_jobs": max(1, size // 100),
+                    "bytes": len(body),
+                    "mib": round(len(body) / 2**20, 2),
+                    **percentiles(samples),
+                    "extender_rss_mib_before": rss_before,
+                    "extender_rss_mib_after": rss_mib(pid),
+                    "extender_peak_rss_mib": rss_mib(pid, "VmHWM"),
+                }
+            )
+    return rows
+
+
+def bench_admission(admission_port: int, extender: str, cert_dir: Path, size: int, seed: int) -> list[dict[str, Any]]:
+    review = orjson.dumps(realistic_review())
+    ca_pem = (cert_dir / "ca.crt").read_text()
+    alone = run_aiohttp(admission_port, 10, 5.0, review, ca_pem)
+    body = prioritize_body(_task_of_job("compact"), node_infos("compact", size, 0, seed))
+    stop = threading.Event()
+    load = threading.Thread(target=extender_load, args=(f"{extender}/prioritize", body, stop), daemon=True)
+    load.start()
+    try:
+        time.sleep(1.0)
+        loaded = run_aiohttp(admission_port, 10, 5.0, review, ca_pem)
+    finally:
+        stop.set()
+        load.join(30)
+    keys = ("requests", "rps", "p50_ms", "p99_ms", "max_ms", "errors", "non_2xx")
+    return [
+        {"case": "admission_under_extender_load", "extender_load": "none", **{k: alone[k] for k in keys}},
+        {
+            "case": "admission_under_extender_load",
+            "extender_load": f"prioritize of {size} compact nodes back to back",
+            **{k: loaded[k] for k in keys},
+        },
+    ]
 
 
 def bench_simulation(seed: int) -> list[dict[str, Any]]:
-    out = []
-    plan = planner_available()
+    import logging
+
+    from webhook.extender import ExtenderService
+    from webhook.metrics import Metrics
+    from webhook.settings import Settings
+
+    logging.getLogger("webhook.extender").setLevel(logging.WARNING)
+    rows = []
+    sizes = [16, 8, 32, 12, 24, 8, 16, 48, 4, 16]
     for leaves_per_pod in (None, 4):
-        sizes = [16, 8, 32, 12, 24, 8, 16, 48, 4, 16]
-        leaves, per_leaf = 64, 8
-        paths = {}
-        for leaf in range(leaves):
-            for slot in range(per_leaf):
-                name = f"npu-{leaf:03d}-{slot:02d}"
-                paths[name] = (f"leaf-{leaf:03d}",) + ((f"pod-{leaf // leaves_per_pod:02d}",) if leaves_per_pod else ())
-        for scheduler in ("default", "extender"):
-            outcomes = simulate(
-                scheduler,
-                leaves=leaves,
-                servers_per_leaf=per_leaf,
-                leaves_per_pod=leaves_per_pod,
-                occupancy=0.6,
-                job_sizes=sizes,
-                seed=seed,
-            )
-            if plan:
-                outcomes = [with_bandwidth(o, paths, seed=seed) for o in outcomes]
-            out.append(
+        spec = sim.ClusterSpec(leaves=64, servers_per_leaf=8, leaves_per_pod=leaves_per_pod, occupancy=0.6)
+        for scheduler in ("volcano", "ringroute"):
+            service = ExtenderService(Settings(), Metrics()) if scheduler == "ringroute" else None
+            outcomes = sim.simulate(scheduler, spec, sizes, seed=seed, config=sim.VolcanoConfig(), service=service)
+            rows.append(
                 {
                     "case": "simulation",
                     "tiers": 3 if leaves_per_pod else 2,
-                    "cluster": f"{leaves} leaves x {per_leaf} servers, 60% busy",
+                    "cluster": "64 leaves x 8 servers, 60% busy",
                     "scheduler": scheduler,
-                    **summarise(outcomes),
+                    **sim.summarise(outcomes),
                     "leaves_per_job": [o.leaves for o in outcomes],
-                    "leaves_bound_per_job": [o.leaves_bound for o in outcomes],
-                    "bandwidth": "planner" if plan else "planner._plan not installed",
+                    "optimum_per_job": [o.leaves_bound for o in outcomes],
                 }
             )
-    return out
+    return rows
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--nodes", type=int, default=1000)
-    parser.add_argument("--calls", type=int, default=200)
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--sizes", default="1000,5000,10000", help="candidate node counts")
+    parser.add_argument("--calls", type=int, default=25, help="timed calls per payload")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--no-simulation", action="store_true")
+    parser.add_argument("--quick", action="store_true", help="1,000 nodes, 10 calls, no admission load")
     args = parser.parse_args()
-
-    port_queue: Any = multiprocessing.Queue()
-    server = multiprocessing.Process(target=serve, args=(port_queue,), daemon=True)
-    server.start()
-    url = f"http://127.0.0.1:{port_queue.get(timeout=30)}/extender"
-    try:
-        for daemons in (0, len(DAEMONS)):
-            payload = build_payload(args.nodes, args.seed, daemons)
-            body = orjson.dumps(payload)
-            predicate_body = orjson.dumps({"task": payload["task"], "node": payload["nodes"][9]})
-            variant = {"payload": f"1 training pod on 60% of nodes, {daemons} daemon pods per node"}
-            tasks = sum(len(n["Tasks"]) for n in payload["nodes"])
-            del payload
-            gc.collect()
-            print(
-                json.dumps(
-                    {
-                        "case": "payload",
-                        **variant,
-                        "nodes": args.nodes,
-                        "tasks": tasks,
-                        "bytes": len(body),
-                        "mib": round(len(body) / 2**20, 2),
-                    }
-                )
-            )
-            for line in bench_inprocess(body, args.calls):
-                print(json.dumps({**line, **variant}))
-            for line in asyncio.run(bench_http(url, body, predicate_body, args.calls)):
-                print(json.dumps({**line, **variant}))
-    finally:
-        server.terminate()
-        server.join(10)
-    if not args.no_simulation:
-        for line in bench_simulation(args.seed):
-            print(json.dumps(line))
+    sizes = [1000] if args.quick else [int(s) for s in args.sizes.split(",")]
+    calls = 10 if args.quick else args.calls
+    rows: list[dict[str, Any]] = []
+    with tempfile.TemporaryDirectory() as work:
+        cert_dir = Path(work) / "certs"
+        generate_bundle(
+            "ringroute-webhook", "ringroute-system", cert_dir, days=1, extra_names=["localhost", "127.0.0.1"]
+        )
+        with serve(cert_dir, Path(work) / "serve.log") as (admission_port, extender_port, pid):
+            extender = f"http://127.0.0.1:{extender_port}/extender"
+            sections: list[list[dict[str, Any]]] = []
+            sections.append(bench_calls(extender, pid, sizes, calls, args.seed))
+            sections.append(bench_session_open(extender, pid, sizes, args.seed))
+            if not args.quick:
+                sections.append(bench_admission(admission_port, extender, cert_dir, max(sizes), args.seed))
+            for section in sections:
+                for row in section:
+                    emit(row)
+                    rows.append(row)
+    for row in bench_simulation(args.seed):
+        emit(row)
+        rows.append(row)
+    emit(summary(rows))
     return 0
+
+
+def summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    checks: dict[str, str] = {}
+    for row in rows:
+        if row["case"] == "prioritize_http" and "target_p99_ms" in row:
+            ok = row["p99_ms"] <= row["target_p99_ms"]
+            checks[f"prioritize p99 at {row['nodes']} nodes <= {row['target_p99_ms']} ms"] = "pass" if ok else "FAIL"
+    admission = [r for r in rows if r["case"] == "admission_under_extender_load"]
+    if len(admission) == 2:
+        alone, loaded = admission
+        ok = loaded["p99_ms"] <= max(alone["p99_ms"] * 1.5, alone["p99_ms"] + 5.0) and loaded["errors"] == 0
+        checks["admission p99 under extender load within 1.5x (or +5 ms) of alone"] = "pass" if ok else "FAIL"
+    ringroute = [r for r in rows if r["case"] == "simulation" and r["scheduler"] == "ringroute"]
+    checks["every simulated job at its leaf bound with the extender"] = (
+        "pass" if ringroute and all(r["jobs_at_bound"] == r["jobs"] for r in ringroute) else "FAIL"
+    )
+    return {"case": "summary", "ok": all(v == "pass" for v in checks.values()), "checks": checks}
 
 
 if __name__ == "__main__":

@@ -103,12 +103,10 @@ def test_unreadable_or_non_mapping_file_is_a_settings_error(tmp_path: Path) -> N
 
 
 def test_controller_and_extender_timing_defaults_match_the_documented_values() -> None:
-    from webhook.extender import MAX_BODY_BYTES
-
     settings = Settings()
     assert settings.controller.orphan_grace_s == 300.0
     assert settings.controller.pending_event_interval_s == 10.0
-    assert settings.extender.max_body_mib * 1024 * 1024 == MAX_BODY_BYTES
+    assert (settings.extender.max_body_mib, settings.extender.max_session_open_mib) == (128, 256)
     assert settings.extender.job_memory_ttl_s == 900.0
     assert (settings.extender.plan_attempts, settings.extender.plan_ttl_s) == (2, 30.0)
 
@@ -166,8 +164,8 @@ def test_the_extender_body_limit_comes_from_the_settings() -> None:
     from webhook.extender import extender_app
     from webhook.metrics import Metrics
 
-    app = extender_app(settings_from_mapping({"extender": {"maxBodyMib": 3}}), Metrics())
-    assert app._client_max_size == 3 * 1024 * 1024
+    app = extender_app(settings_from_mapping({"extender": {"maxBodyMib": 3, "maxSessionOpenMib": 5}}), Metrics())
+    assert app._client_max_size == 5 * 1024 * 1024
 
 
 def test_the_extender_forgets_jobs_after_the_configured_memory_ttl() -> None:

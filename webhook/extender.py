@@ -31,15 +31,11 @@ from webhook.extender_types import (
     SessionPrioritizeRequest,
     TaskInfo,
 )
+from webhook.extender_volcano import detect_release_range
 from webhook.metrics import Metrics
-from webhook.settings import Settings
+from webhook.settings import Settings, volcano_release
 
 log = logging.getLogger(__name__)
-
-MAX_BODY_BYTES = 512 * 1024 * 1024
-"""Default largest request body (`extender.maxBodyMib`). Volcano sends every candidate NodeInfo with its tasks'
-full Pod objects, and onSessionOpen sends the whole cluster: tens of MB on large clusters (aiohttp's default
-limit is 1 MiB)."""
 
 STATE_KEY = web.AppKey("extender_state", ExtenderState)
 """The app's ExtenderState (node view, session jobs, gang plans)."""
@@ -51,6 +47,29 @@ VerbResult = tuple[Any, Outcome]
 Body = bytes | bytearray
 """A request body: bytes, or the buffer `read_body` fills."""
 Request = TypeVar("Request", bound=msgspec.Struct)
+
+
+RELEASE_DETECTION_INTERVAL_S = 300.0
+"""How often the Volcano release is read again from a request when `volcano.version` is auto."""
+
+
+def answer_group(raw: Body) -> Release | None:
+    """The first release of the predicate-answer group (1.7, 1.8 or 1.10) a request body comes from, when its
+    field names say so unambiguously."""
+    try:
+        request = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        return None
+    found = detect_release_range(request) if isinstance(request, dict) else None
+    if found is None:
+        return None
+    low, high = volcano_release(found[0]), volcano_release(found[1])
+    if low is None or high is None:
+        return None
+    for first, last in (((1, 7), (1, 7)), ((1, 8), (1, 9)), ((1, 10), (99, 0))):
+        if first <= low and high <= last:
+            return first
+    return None
 
 
 class PayloadError(ValueError):
@@ -92,6 +111,8 @@ class ExtenderService:
         self.state = state or ExtenderState(settings)
         self.state.on_plan = _plan_logger(metrics)
         self.release: Release | None = configured_release(settings)
+        self._detected: Release | None = None
+        self._detected_at = -RELEASE_DETECTION_INTERVAL_S
 
     def predicate(self, raw: Body) -> VerbResult:
         """POST <prefix>/predicate."""
@@ -103,13 +124,26 @@ class ExtenderService:
             raise PayloadError("node: missing; a predicate request has 'node' at the top level")
         verdict = scoring.predicate(task, request.node, self.state)
         self.state.maybe_prune()
-        return predicate_answer(verdict, self.release), "fit" if verdict.passes else "unfit"
+        release = self.release if self.release is not None or verdict.passes else self._answer_release(raw)
+        return predicate_answer(verdict, release), "fit" if verdict.passes else "unfit"
+
+    def _answer_release(self, raw: Body) -> Release | None:
+        """With `volcano.version: auto`, the release group the requests come from (refusals differ between
+        1.7, 1.8-1.9 and 1.10+), read from the request's field names every few minutes."""
+        now = time.monotonic()
+        if now - self._detected_at >= RELEASE_DETECTION_INTERVAL_S:
+            self._detected_at = now
+            detected = answer_group(raw)
+            if detected != self._detected:
+                log.info("event=extender_volcano_release_detected answers_as=%s", detected)
+            self._detected = detected
+        return self._detected
 
     def prioritize(self, raw: Body) -> VerbResult:
         """POST <prefix>/prioritize."""
         # With a session's scheduler cache the candidates' Tasks maps are not needed: skip them.
         request: PrioritizeRequest | SessionPrioritizeRequest = (
-            decode(SessionPrioritizeRequest, raw) if self.state.session else decode(PrioritizeRequest, raw)
+            decode(SessionPrioritizeRequest, raw) if self.state.session_data else decode(PrioritizeRequest, raw)
         )
         task = _task(request.task, self.settings)
         scores = scoring.prioritize(task, request.nodes or [], self.state)
@@ -117,13 +151,33 @@ class ExtenderService:
         return {"nodeScore": scores, "errorMessage": ""}, "scored" if scores else "neutral"
 
     def session_open(self, raw: Body) -> VerbResult:
-        """POST <prefix>/onSessionOpen: the scheduler's cache at the start of a session."""
-        request = SessionOpenRequest() if _blank(raw) else decode(SessionOpenRequest, raw)
+        """POST <prefix>/onSessionOpen: the scheduler's cache at the start of a session.
+
+        Always answered `{}` with HTTP 200: an error here makes Volcano skip the extender for the whole session
+        when `extender.ignorable` is false. A body the extender cannot use only leaves it without session data.
+        """
+        try:
+            request = SessionOpenRequest() if _blank(raw) else decode(SessionOpenRequest, raw)
+        except PayloadError as exc:
+            self.state.session_without_data()
+            log.warning("event=extender_session_unusable bytes=%d error=%r", len(raw), str(exc)[:300])
+            return {}, "bad_request"
         counts = self.state.open_session(request)
         self.metrics.extender_session_bytes.set(len(raw))
         self.metrics.extender_session_nodes.set(counts["nodes"])
         log.info("event=extender_session_open bytes=%d %s", len(raw), " ".join(f"{k}={v}" for k, v in counts.items()))
         return {}, "ok"
+
+    def session_too_large(self, length: int) -> None:
+        """An onSessionOpen body over `extender.maxSessionOpenMib` was left unread."""
+        self.state.session_without_data()
+        self.metrics.extender_session_bytes.set(length)
+        log.warning(
+            "event=extender_session_too_large bytes=%d limit_mib=%d detail=planning from calls only; raise "
+            "extender.maxSessionOpenMib or drop onSessionOpenVerb on clusters this large",
+            length,
+            self.settings.extender.max_session_open_mib,
+        )
 
     def session_close(self, raw: Body) -> VerbResult:
         """POST <prefix>/onSessionClose."""
@@ -152,7 +206,10 @@ def extender_app(settings: Settings, metrics: Metrics, *, state: ExtenderState |
     `state` lets tests supply an ExtenderState (e.g. with a fake clock).
     """
     service = ExtenderService(settings, metrics, state)
-    app = web.Application(client_max_size=settings.extender.max_body_mib * 1024 * 1024)
+    # Bodies are read by `read_body` against the extender's own limits.
+    app = web.Application(
+        client_max_size=max(settings.extender.max_body_mib, settings.extender.max_session_open_mib) * 2**20
+    )
     app[STATE_KEY] = service.state
     neutral_predicate: Any = predicate_answer(scoring.FITS, service.release)
     verbs: list[tuple[str, Callable[[Body], VerbResult], Any]] = [
@@ -164,8 +221,15 @@ def extender_app(settings: Settings, metrics: Metrics, *, state: ExtenderState |
         ("deallocate", service.deallocate, {"errorMessage": ""}),
     ]
     max_body = settings.extender.max_body_mib * 2**20
+    max_session = settings.extender.max_session_open_mib * 2**20
     for verb, work, neutral in verbs:
-        app.router.add_post(f"{PREFIX}/{verb}", _handler(verb, work, neutral, metrics, max_body))
+        if verb == "onSessionOpen":
+            handler = _handler(
+                verb, work, neutral, metrics, max_body=max_session, on_too_large=service.session_too_large
+            )
+        else:
+            handler = _handler(verb, work, neutral, metrics, max_body=max_body)
+        app.router.add_post(f"{PREFIX}/{verb}", handler)
     app.router.add_get(f"{PREFIX}/healthz", _healthz)
 
     async def metrics_page(_: web.Request) -> web.Response:
@@ -217,7 +281,9 @@ def _handler(
     work: Callable[[Body], VerbResult],
     neutral: Any,
     metrics: Metrics,
+    *,
     max_body: int,
+    on_too_large: Callable[[int], None] | None = None,
 ) -> Callable[[web.Request], Awaitable[web.Response]]:
     async def handle(request: web.Request) -> web.Response:
         started = time.perf_counter()
@@ -226,8 +292,13 @@ def _handler(
             try:
                 raw = await read_body(request, max_body)
             except BodyTooLargeError as exc:
+                # A non-200 answer can stop Volcano using the extender (or, for prioritize on 1.7-1.11 with
+                # `ignorable: false`, crash vc-scheduler): answer "no opinion", leave the rest unread.
                 outcome = "too_large"
-                return _error(verb, 413, str(exc))
+                log.warning("event=extender_body_too_large verb=%s error=%r", verb, str(exc))
+                if on_too_large is not None:
+                    on_too_large(request.content_length or 0)
+                return web.Response(body=orjson.dumps(neutral), content_type="application/json")
             # The decoded request is acyclic and freed by reference counting; letting the cyclic collector run
             # in the middle of a 10,000-node call only walks thousands of fresh objects (a third of the time).
             gc.disable()
@@ -255,7 +326,7 @@ def _error(verb: str, status: int, message: str) -> web.Response:
 
 
 class BodyTooLargeError(ValueError):
-    """The request body exceeds `extender.maxBodyMib` (HTTP 413)."""
+    """The request body exceeds the extender's limit for its verb."""
 
 
 async def read_body(request: web.Request, limit: int) -> bytearray:
@@ -264,7 +335,7 @@ async def read_body(request: web.Request, limit: int) -> bytearray:
     `limit` is refused before it is read."""
     length = request.content_length
     if length is not None and length > limit:
-        raise BodyTooLargeError(f"body: {length} bytes is over the {limit // 2**20} MiB limit (extender.maxBodyMib)")
+        raise BodyTooLargeError(f"body: {length} bytes is over the {limit // 2**20} MiB limit")
     buffer = bytearray(length if length is not None else 0)
     view = memoryview(buffer) if length is not None else None
     filled = 0
@@ -277,7 +348,7 @@ async def read_body(request: web.Request, limit: int) -> bytearray:
             view[filled:end] = chunk
         else:
             if end > limit:
-                raise BodyTooLargeError(f"body: over the {limit // 2**20} MiB limit (extender.maxBodyMib)")
+                raise BodyTooLargeError(f"body: over the {limit // 2**20} MiB limit")
             if view is not None:
                 view.release()
                 view = None
@@ -291,4 +362,4 @@ async def read_body(request: web.Request, limit: int) -> bytearray:
     return buffer
 
 
-__all__ = ["MAX_BODY_BYTES", "PREFIX", "STATE_KEY", "ExtenderService", "PayloadError", "decode", "extender_app"]
+__all__ = ["PREFIX", "STATE_KEY", "ExtenderService", "PayloadError", "decode", "extender_app"]

@@ -8,9 +8,11 @@ other task passes every node and gets no scores.
   future idle: Idle + Releasing - Pipelined). While the job's gang plan is enforced (exact session data from
   onSessionOpen), nodes outside the planned leaves are refused too: Volcano offers prioritize only a share of the
   feasible nodes on clusters of over 100 nodes, so scores alone could not reach the planned leaves.
-- prioritize, before `extender.scoreWeight`:
-  - 90-100: nodes of the job's gang plan (leaves the job already uses first, then leaves the plan empties, then
-    the one leaf it uses partly), so Volcano's task-by-task greedy allocation follows the plan;
+- prioritize, before `extender.scoreWeight` (default 100, so one point here is 100 of Volcano's points and every
+  step below outweighs the at most 350 points nodeorder and binpack add at their default weights):
+  - 90 and up: nodes of the job's gang plan, 5 more per leaf that is to be filled earlier (leaves the job already
+    uses first, then leaves the plan empties, the one leaf it uses partly last), so Volcano's task-by-task greedy
+    allocation follows the plan leaf after leaf;
   - otherwise leaf tiers, best first: 75-85 the leaf already hosting the job; 50-70 a leaf with room for the
     rest of the job, tightest fit highest (+5 under a spine domain hosting the job); 30-45 a leaf under a spine
     domain hosting the job; 0-25 any other leaf (+10 when its spine domain has room for the rest of the job);
@@ -33,7 +35,7 @@ from webhook.extender_types import (
 )
 
 PLAN_BASE = 90.0
-"""Score of a planned node before its order bonus (0-10)."""
+"""Score of a planned node before its leaf-order bonus (PLAN_LEAF_STEP per leaf filled earlier)."""
 SAME_LEAF = (75.0, 10.0)
 LEAF_WITH_ROOM = (50.0, 15.0)
 SAME_SPINE_BONUS = 5.0
@@ -81,7 +83,7 @@ def predicate(task: TaskView, node: NodeInfo, state: ExtenderState) -> Verdict:
             f"nodes only (all {cards.total} cards free)",
         )
     # Without session data the first calls come before the extender has seen the candidates: plan in prioritize.
-    plan = state.plan_for(task, create=state.session > 0)
+    plan = state.plan_for(task, create=state.session_data)
     if plan is not None and plan.enforced and name not in plan.allowed:
         leaves = ", ".join(plan.plan.leaves[:6]) + (", ..." if len(plan.plan.leaves) > 6 else "")
         path = state.path_of(name, node)
@@ -98,7 +100,7 @@ def prioritize(task: TaskView, nodes: Sequence[NodeResources], state: ExtenderSt
     """Scores per node name for a judged task (weighted by `extender.scoreWeight`); empty for any other task."""
     if task.profile is None:
         return {}
-    if not state.session:
+    if not state.session_data:
         # Without onSessionOpen the candidates are the freshest view of the nodes the extender gets.
         state.observe([n for n in nodes if isinstance(n, NodeInfo)], task)
     weight = state.settings.extender.score_weight

@@ -29,6 +29,7 @@ import msgspec
 import numpy as np
 import orjson
 
+from webhook import extender_volcano as volcano
 from webhook.extender import ExtenderService
 from webhook.extender_fit import node_admits, pod_constraints
 from webhook.extender_placement import leaves_lower_bound
@@ -60,18 +61,26 @@ class VolcanoConfig:
     """`--minimum-feasible-nodes`."""
     min_percentage_to_find: int = 5
     """`--minimum-percentage-nodes-to-find`."""
-    percentage_to_find: int = 0
-    """`--percentage-nodes-to-find` (0: adaptive)."""
+    percentage_to_find: int | None = None
+    """`--percentage-nodes-to-find` (None: the release's default, 100 before 1.9, adaptive from 1.9)."""
 
 
 def num_feasible_nodes_to_find(nodes: int, config: VolcanoConfig) -> int:
-    """`util.CalculateNumOfFeasibleNodesToFind`."""
-    if nodes <= config.min_nodes_to_find or config.percentage_to_find >= 100:
-        return nodes
-    percentage = config.percentage_to_find
-    if percentage <= 0:
-        percentage = max(50 - nodes // 125, config.min_percentage_to_find)
-    return max(nodes * percentage // 100, config.min_nodes_to_find)
+    """`util.CalculateNumOfFeasibleNodesToFind` with the release's flag defaults (all nodes before 1.9)."""
+    return volcano.num_feasible_nodes_to_find(
+        nodes,
+        release_name(config.release),
+        percentage=config.percentage_to_find,
+        minimum=config.min_nodes_to_find,
+        min_percentage=config.min_percentage_to_find,
+    )
+
+
+def release_name(release: Release) -> str:
+    """(1, 10) -> "1.10", clamped to the releases the protocol emulation knows."""
+    newest = volcano.normalize_release(volcano.MASTER_RELEASE)
+    name = f"{release[0]}.{release[1]}"
+    return name if name in volcano.RELEASES else newest
 
 
 @dataclass(slots=True)
@@ -84,6 +93,8 @@ class SimNode:
     resource: str
     daemon_cpu: float = 0.0
     daemon_memory: float = 0.0
+    has_image: bool = False
+    """The node already holds the training image (image locality scores it up to 100 points higher)."""
     tasks: dict[str, dict[str, Any]] = field(default_factory=dict)
     """TaskInfos on the node (bound, or allocated in the running session)."""
 
@@ -223,53 +234,31 @@ def _cards(task: Mapping[str, Any], resource: str) -> int:
 
 def predicate_passes(release: Release, body: bytes, *, ignorable: bool) -> bool:
     """Whether `release` treats the predicate answer as a pass (a body it cannot decode is an error)."""
-    try:
-        answer = orjson.loads(body)
-    except orjson.JSONDecodeError:
-        return ignorable
-    if not isinstance(answer, dict):
-        return ignorable
-    if release < (1, 8):
-        message = answer.get("errorMessage")
-        if message is not None and not isinstance(message, str):
-            return ignorable
-        return not message
-    status = answer.get("status")
-    if release < (1, 10):
-        if status is None:
-            return True
-        if not isinstance(status, list):
-            return ignorable
-        for item in status:
-            if item is None:
-                continue
-            if not isinstance(item, dict) or not isinstance(item.get("Code", 0), int):
-                return ignorable
-            if item.get("Code", 0) in (1, 2, 3, 4, 5):
-                return False
-        return True
-    if status is not None and not isinstance(status, str):
-        return ignorable
-    code = answer.get("code")
-    if code is not None and (not isinstance(code, int) or isinstance(code, bool)):
-        return ignorable
-    return not status
+    return volcano.decode_predicate_response(release_name(release), body, ignorable).passes
 
 
 # ---------------------------------------------------------------------------------------------------- plugins
 
 
-def plugin_scores(node: SimNode, job: SimJob) -> float:
-    """`nodeorder` (leastrequested, balancedresource) and `binpack` at their default weights of 1, for CPU and
-    memory: the scores other plugins add to the extender's."""
-    cpu_used = node.used_cpu() + TASK_CPU_MILLI
-    memory_used = node.used_memory() + TASK_MEMORY
-    cpu_fraction, memory_fraction = cpu_used / NODE_CPU_MILLI, memory_used / NODE_MEMORY
-    least_requested = ((1 - cpu_fraction) + (1 - memory_fraction)) / 2 * 100
-    balanced = (1 - abs(cpu_fraction - memory_fraction)) * 100
-    card_fraction = (node.used_cards() + job.cards) / max(node.cards, 1)
-    binpack = (cpu_fraction + memory_fraction + card_fraction) / 3 * 100
-    return float(int(least_requested) + int(balanced) + binpack)
+def plugin_scores(node: SimNode, job: SimJob, release: Release) -> float:
+    """What `nodeorder` and `binpack` add at their default weights (Volcano's Helm chart enables both): the
+    scores the extender's must outweigh. Image locality counts when the node already holds the training image."""
+    images = ((volcano.TRAINING_IMAGE.size_bytes, 1),) if node.has_image else ()
+    scores = volcano.default_node_scores(
+        release_name(release),
+        volcano.ScoringInput(
+            task_cpu_milli=int(TASK_CPU_MILLI),
+            task_memory=int(TASK_MEMORY),
+            node_cpu_allocatable_milli=int(NODE_CPU_MILLI),
+            node_memory_allocatable=int(NODE_MEMORY),
+            node_cpu_requested_milli=int(node.used_cpu()),
+            node_memory_requested=int(node.used_memory()),
+            task_images_on_node=images,
+            total_nodes=1,
+        ),
+        binpack=True,
+    )
+    return scores["total"]
 
 
 # ------------------------------------------------------------------------------------------------- the action
@@ -401,12 +390,16 @@ class VolcanoAllocate:
         return found
 
     def _best(self, job: SimJob, task: dict[str, Any], nodes: Sequence[SimNode]) -> SimNode:
-        scores = {n.name: plugin_scores(n, job) for n in nodes}
+        scores = {n.name: plugin_scores(n, job, self.config.release) for n in nodes}
         if self.service is not None:
             self.calls.prioritize += 1
             answer, _ = self.service.prioritize(orjson.dumps({"task": task, "nodes": [node_info(n) for n in nodes]}))
-            extra = answer.get("nodeScore") if not answer.get("errorMessage") else None
-            for name, score in (extra or {}).items():
+            outcome = volcano.decode_prioritize_response(
+                release_name(self.config.release), orjson.dumps(answer), self.config.ignorable
+            )
+            if outcome.effect == "call_failed":
+                raise RuntimeError(f"prioritize answer fails the call on Volcano: {outcome.consequence}")
+            for name, score in (outcome.scores or {}).items():
                 if name in scores:
                     scores[name] += float(score)
         best = max(scores.values())
@@ -418,10 +411,12 @@ class VolcanoAllocate:
             return
         self.calls.events += 1
         body = orjson.dumps({"task": task})
-        if verb == "allocate":
-            self.service.allocate(body)
-        else:
-            self.service.deallocate(body)
+        answer, _ = self.service.allocate(body) if verb == "allocate" else self.service.deallocate(body)
+        outcome = volcano.decode_event_handler_response(
+            release_name(self.config.release), orjson.dumps(answer), self.config.ignorable
+        )
+        if outcome.error is not None:
+            raise RuntimeError(f"{verb} answer fails the event on Volcano: {outcome.error}")
 
 
 # ------------------------------------------------------------------------------------------------- experiments
@@ -470,6 +465,7 @@ def build_cluster(spec: ClusterSpec, seed: int) -> tuple[list[SimNode], dict[str
             spec.resource,
             daemon_cpu=float(rng.integers(500, 12_000)),
             daemon_memory=float(rng.integers(1, 48)) * 2**30,
+            has_image=bool(rng.random() < 0.5),
         )
         if i in busy:
             other = make_job(

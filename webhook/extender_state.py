@@ -49,6 +49,10 @@ MAX_REMEMBERED_JOBS = 20_000
 
 PathReader = Callable[[Mapping[str, str] | None], Path | None]
 
+PLAN_LEAF_STEP = 5.0
+"""Score step (before `extender.scoreWeight`) between consecutive leaves of a plan, so Volcano fills leaf after
+leaf; at the default weight it is 500 points, more than the 350 nodeorder and binpack can add."""
+
 
 def label_path_reader(label_keys: Sequence[str] = ()) -> PathReader:
     """Read a node's path from its own labels: `label_keys` (top-most tier first, as in TopologySettings) or the
@@ -107,8 +111,8 @@ class JobPlan:
     allowed: frozenset[str]
     """Nodes the job may use: the free fitting nodes of the planned leaves."""
     bonus: Mapping[str, float]
-    """Order within the plan (0-10, one value per leaf): hosting leaves, then leaves the plan empties, the partly
-    used leaf last."""
+    """Order within the plan (PLAN_LEAF_STEP apart, one value per leaf): hosting leaves, then leaves the plan
+    empties, the partly used leaf last (bonus 0)."""
     enforced: bool
     """The predicate refuses nodes outside `allowed` (only with exact session data)."""
     session: int
@@ -151,6 +155,8 @@ class ExtenderState:
         """Latest NodeInfo per node name."""
         self.session = 0
         """Number of onSessionOpen calls seen; 0 while none has come."""
+        self.session_data = False
+        """The current session's scheduler cache was read (job facts and node paths are exact)."""
         self.jobs: dict[str, JobFacts] = {}
         """ringroute jobs of the current session (empty without onSessionOpen)."""
         self.session_paths: dict[str, Path | None] = {}
@@ -172,6 +178,7 @@ class ExtenderState:
         self.session_paths = {name: self.path_of(name, info) for name, info in self.nodes.items()}
         previous = self.session
         self.session += 1
+        self.session_data = True
         self._session_cards.clear()
         jobs: dict[str, JobFacts] = {}
         for job_id, job in (request.Jobs or {}).items():
@@ -192,6 +199,19 @@ class ExtenderState:
             self._job(job_id, now).placed.clear()
         self.prune(now)
         return {"nodes": len(self.nodes), "jobs": len(jobs), "pending_jobs": sum(1 for f in jobs.values() if f.pending)}
+
+    def session_without_data(self) -> None:
+        """A session opened whose scheduler cache could not be used (too large, malformed): forget the last
+        session's facts and plans, and plan from what calls show."""
+        self.session += 1
+        self.session_data = False
+        self.jobs = {}
+        self.session_paths = {}
+        self._session_cards.clear()
+        for memory in self._memory.values():
+            memory.plan = None
+            memory.allocations.clear()
+            memory.no_plan_session = -1
 
     def _job_facts(self, job: JobInfo) -> JobFacts | None:
         """Facts of a job ringroute judges (a task with a known `ring-controller.cce` profile), else None."""
@@ -337,7 +357,7 @@ class ExtenderState:
         return bool(self.session) or now - used_at <= self.settings.extender.plan_ttl_s
 
     def _make_plan(self, task: TaskView, memory: _JobMemory) -> JobPlan | None:
-        facts = self.jobs.get(task.job) if self.session else None
+        facts = self.jobs.get(task.job) if self.session_data else None
         if facts is not None and facts.network_topology:
             return None
         hosted = self.hosted_nodes(task)
@@ -390,7 +410,7 @@ class ExtenderState:
             key=lambda leaf: (leaf not in hosted_leaves, leaf not in full, spine_of.get(leaf) or "", leaf),
         )
         for position, leaf in enumerate(order):
-            weight = round(10.0 * (len(order) - position) / len(order), 3)
+            weight = PLAN_LEAF_STEP * (len(order) - 1 - position)
             for name in free_by_leaf.get(leaf, ()):
                 allowed.add(name)
                 bonus[name] = weight

@@ -228,3 +228,45 @@ async def test_healthz_and_metrics_are_served(client: TestClient[Any, Any]) -> N
     await post(client, "prioritize", {"task": job().tasks[0], "nodes": []})
     response = await client.get("/metrics")
     assert "ringroute_extender_requests_total" in await response.text()
+
+
+async def test_a_body_over_the_limit_gets_the_neutral_answer_unread(metrics: Metrics) -> None:
+    client = await make_client(settings_from_mapping({"extender": {"maxBodyMib": 1}}), metrics)
+    try:
+        nodes = [node(f"n{i:04d}", tor(f"leaf-{i // 8}"), busy=True) for i in range(1000)]
+        status, raw = await post(client, "prioritize", {"task": job().tasks[0], "nodes": nodes})
+        # A non-200 answer would make Volcano drop the extender's scores, or fail the call when not ignorable.
+        assert status == 200
+        assert json.loads(raw) == {"nodeScore": {}, "errorMessage": ""}
+        assert sample(metrics, "ringroute_extender_requests_total", verb="prioritize", outcome="too_large") == 1
+    finally:
+        await client.close()
+
+
+async def test_a_session_cache_over_its_limit_leaves_the_extender_without_session_data(metrics: Metrics) -> None:
+    client = await make_client(settings_from_mapping({"extender": {"maxSessionOpenMib": 1}}), metrics)
+    try:
+        bert = job("bert", 2)
+        small = session_open([bert], [node("a0", tor("A")), node("a1", tor("A"))])
+        assert (await post(client, "onSessionOpen", small))[0] == 200
+        state = client.app[STATE_KEY]
+        assert state.session_data
+        nodes = [node(f"n{i:04d}", tor(f"leaf-{i // 8}"), busy=True) for i in range(1000)]
+        status, raw = await post(client, "onSessionOpen", session_open([bert], nodes))
+        assert (status, json.loads(raw)) == (200, {})
+        assert not state.session_data
+        assert state.jobs == {}
+        assert sample(metrics, "ringroute_extender_requests_total", verb="onSessionOpen", outcome="too_large") == 1
+    finally:
+        await client.close()
+
+
+async def test_a_malformed_session_cache_is_answered_and_dropped(
+    client: TestClient[Any, Any], metrics: Metrics
+) -> None:
+    bert = job("bert", 2)
+    await post(client, "onSessionOpen", session_open([bert], [node("a0", tor("A"))]))
+    status, raw = await post(client, "onSessionOpen", {"Jobs": [], "Nodes": {}})
+    assert (status, json.loads(raw)) == (200, {})
+    assert not client.app[STATE_KEY].session_data
+    assert sample(metrics, "ringroute_extender_requests_total", verb="onSessionOpen", outcome="bad_request") == 1

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import logging
 from collections import Counter
+from typing import Any
 
 import numpy as np
 import pytest
@@ -90,7 +91,7 @@ def test_the_extender_never_hears_of_nodes_the_job_already_filled() -> None:
     service = ExtenderService(Settings(), Metrics())
     original = service.predicate
 
-    def spy(raw: bytes) -> tuple[object, str]:
+    def spy(raw: bytes | bytearray) -> tuple[Any, str]:
         seen.append(json.loads(raw)["node"]["Name"])
         return original(raw)
 
@@ -177,3 +178,34 @@ def test_command_rejects_a_bad_job_list_in_one_line(capsys: pytest.CaptureFixtur
 def test_command_rejects_a_release_before_1_7(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["simulate-scheduling", "--volcano-version", "1.6"]) == 2
     assert "--volcano-version" in capsys.readouterr().err
+
+
+def test_the_score_steps_outweigh_what_nodeorder_and_binpack_add_at_their_default_weights() -> None:
+    from webhook import extender_volcano as volcano
+    from webhook.extender_scoring import PLAN_BASE, SAME_LEAF
+    from webhook.extender_state import PLAN_LEAF_STEP
+
+    weight = Settings().extender.score_weight
+    smallest_step = min(PLAN_LEAF_STEP, PLAN_BASE - (SAME_LEAF[0] + SAME_LEAF[1]))
+    for release in volcano.RELEASES:
+        assert weight * smallest_step > volcano.max_score_spread(release, binpack=True).independent
+
+
+def test_with_scores_alone_a_weight_of_one_loses_to_image_locality_and_the_default_weight_wins() -> None:
+    # Without onSessionOpen the plan is only scored; half the nodes hold the training image (100 points).
+    spec = ClusterSpec(leaves=12, servers_per_leaf=8, occupancy=0.5)
+    sizes = [8, 12, 6, 10]
+    config = VolcanoConfig(release=(1, 10), session_open=False)
+    weak = settings_from_mapping({"extender": {"scoreWeight": 1}})
+    results = {}
+    for name, settings in (("weight 1", weak), ("default", Settings())):
+        outcomes = [
+            o
+            for seed in range(6)
+            for o in simulate(
+                "ringroute", spec, sizes, seed=seed, config=config, service=ExtenderService(settings, Metrics())
+            )
+        ]
+        results[name] = sum(o.leaves - o.leaves_bound for o in outcomes)
+    assert results["default"] == 0
+    assert results["weight 1"] > 0
