@@ -18,6 +18,7 @@ Grant = tuple[str, str, str, str, str]
 
 CORE_GRANTS: set[Grant] = {
     *{("cluster", "batch.volcano.sh", "jobs", v, "*") for v in ("list", "watch")},
+    ("cluster", "batch.volcano.sh", "jobs/finalizers", "update", "*"),
     *{("cluster", "", r, v, "*") for r in ("pods", "nodes") for v in ("list", "watch")},
     *{("cluster", "topology.volcano.sh", "hypernodes", v, "*") for v in ("list", "watch")},
     *{("cluster", "", "configmaps", v, "*") for v in ("get", "list", "watch", "create", "update", "delete")},
@@ -236,11 +237,38 @@ def test_both_webhooks_intercept_labelled_volcano_jobs_outside_system_namespaces
         ]
 
 
-def test_mutation_has_side_effects_only_off_dry_run_and_is_reinvoked(objects: list[dict[str, Any]]) -> None:
+def test_mutation_has_no_side_effects_fails_closed_and_is_reinvoked(objects: list[dict[str, Any]]) -> None:
     hook = webhook(objects, "MutatingWebhookConfiguration")
-    assert hook["sideEffects"] == "NoneOnDryRun"
+    assert hook["sideEffects"] == "None"
     assert hook["reinvocationPolicy"] == "IfNeeded"
     assert hook["failurePolicy"] == "Fail"
+
+
+def test_admission_writes_nothing_so_rbac_grants_writes_only_the_controller_uses(
+    objects: list[dict[str, Any]], variant: str
+) -> None:
+    # That admission holds no Kubernetes client at all is an import-linter contract (pyproject.toml).
+    writes = {
+        (group, resource, verb)
+        for _, group, resource, verb, _ in grants_of_service_account(objects)
+        if verb in ("create", "update", "patch", "delete")
+    }
+    controller_writes = {
+        ("", "configmaps", "create"),
+        ("", "configmaps", "update"),
+        ("", "configmaps", "delete"),
+        ("", "events", "create"),
+        ("batch.volcano.sh", "jobs/finalizers", "update"),
+        ("coordination.k8s.io", "leases", "create"),
+        ("coordination.k8s.io", "leases", "update"),
+    }
+    certificates = {
+        ("", "secrets", "create"),
+        ("", "secrets", "update"),
+        ("admissionregistration.k8s.io", "mutatingwebhookconfigurations", "patch"),
+        ("admissionregistration.k8s.io", "validatingwebhookconfigurations", "patch"),
+    }
+    assert writes == controller_writes | (certificates if variant == "self-signed" else set())
 
 
 def test_validation_has_no_side_effects_and_fails_closed(objects: list[dict[str, Any]]) -> None:
