@@ -181,7 +181,7 @@ class ControllerSettings:
     """Delete ConfigMaps ringroute created for jobs that never appeared after this long."""
     pending_event_interval_s: float = 10.0
     """Minimum seconds between two RankTablePending Events of one job (posted only when the message changed)."""
-    configmap_create_workers: int = 4
+    configmap_create_workers: int = 8
     """Concurrent creations of rank-table ConfigMaps for new Jobs (a burst of jobs is served this many at a time)."""
 
 
