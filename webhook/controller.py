@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
 import hashlib
 import json
 import logging
@@ -79,8 +78,6 @@ BACKOFF_S = (0.2, 30.0)
 """Retry delay after API errors: starts at the first, doubles up to the second."""
 MAX_DEBOUNCE_FACTOR = 10
 """A job that keeps changing is still reconciled at least every MAX_DEBOUNCE_FACTOR x debounce."""
-THREAD_READ_PODS = 64
-"""Jobs with more pods than this have their placement read in a worker thread."""
 VOLCANO_PLUGIN_WRITER = "volcano-plugin"
 """`ringroute.io/rank-table-writer` value of jobs whose table the vendor's Volcano plugin writes."""
 
@@ -722,9 +719,11 @@ class Controller:
         version_value = (job.get("status") or {}).get("version")
         job_version = str(version_value) if version_value is not None else None
         memory = self._memory.setdefault(key, _JobMemory())
+        cm_key = f"{namespace}/{profile.configmap_name(name)}"
+        configmap = self.configmaps.store.get(cm_key)
+
         pods = [self.pods.store[k] for k in sorted(self._pods_by_job.get(key, ())) if k in self.pods.store]
-        read = functools.partial(
-            read_placement,
+        readout = read_placement(
             pods,
             annotation_keys=profile.device_annotation_keys,
             resource_name=profile.resource_name,
@@ -734,10 +733,6 @@ class Controller:
             job_version=job_version,
             task_order=task_order,
         )
-        # Reading a large job's pods takes ~0.1 s per 1,000: off the event loop, so that ConfigMap creation,
-        # watches and lease renewals keep going meanwhile.
-        readout = await asyncio.to_thread(read) if len(pods) > THREAD_READ_PODS else read()
-        configmap = self.configmaps.store.get(f"{namespace}/{profile.configmap_name(name)}")
         status = rank_table_status(configmap, profile) if configmap is not None else None
         if not readout.ready or readout.placement is None:
             await self._pending(
