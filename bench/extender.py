@@ -21,12 +21,12 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import multiprocessing
 import os
 import signal
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -259,12 +259,13 @@ async def throughput(url: str, body: bytes, seconds: float, concurrency: int = 1
     return {"calls_per_s": round(done / seconds, 1), "concurrency": concurrency, **percentiles(latencies)}
 
 
-def extender_load(url: str, body: bytes, stop: threading.Event) -> None:
-    """Prioritize calls back to back until `stop` (runs in a thread of its own)."""
+def extender_load(url: str, body: bytes, cpu: int) -> None:
+    """Prioritize calls back to back until terminated (a process of its own, on `cpu`)."""
+    os.sched_setaffinity(0, {cpu})
 
     async def run() -> None:
         async with ClientSession(timeout=ClientTimeout(total=120)) as session:
-            while not stop.is_set():
+            while True:
                 async with session.post(url, data=body, headers={"Content-Type": "application/json"}) as response:
                     await response.read()
 
@@ -275,6 +276,9 @@ def extender_load(url: str, body: bytes, stop: threading.Event) -> None:
 
 
 def bench_calls(extender: str, pid: int, sizes: list[int], calls: int, seed: int) -> list[dict[str, Any]]:
+    """Prioritize latency per node shape and candidate count, without session data (onSessionOpen not configured
+    or too large: every candidate's Node object is read) and after an onSessionOpen of the same nodes (the
+    candidates' labels come from the session, so only names and resources are read)."""
     rows = []
     for shape in ("compact", "kubelet"):
         task = _task_of_job(shape)
@@ -287,15 +291,24 @@ def bench_calls(extender: str, pid: int, sizes: list[int], calls: int, seed: int
                 body = prioritize_body(task, all_nodes[:size])
                 variant = {"shape": shape, "nodes": size, "daemons_per_node": daemons, "bytes": len(body)}
                 rows.append({"case": "payload", **variant, "mib": round(len(body) / 2**20, 2)})
-                before = cpu_seconds(pid)
-                samples, answer = asyncio.run(timed_calls(f"{extender}/prioritize", body, calls))
-                cpu_ms = (cpu_seconds(pid) - before) * 1000.0 / (calls + 3)
-                row = {"case": "prioritize_http", **variant, "calls": calls, **percentiles(samples)}
-                row["cpu_ms_per_call"] = round(cpu_ms, 2)
-                row["scored_nodes"] = len(orjson.loads(answer)["nodeScore"])
-                if shape == "compact" and daemons == 0 and size in TARGET_P99_MS:
-                    row["target_p99_ms"] = TARGET_P99_MS[size]
-                rows.append(row)
+                for session in (False, True):
+                    opened = session_body(shape, all_nodes[:size], jobs=1) if session else b"{}"
+                    asyncio.run(timed_calls(f"{extender}/onSessionOpen", opened, 1, warmup=0))
+                    before = cpu_seconds(pid)
+                    samples, answer = asyncio.run(timed_calls(f"{extender}/prioritize", body, calls))
+                    cpu_ms = (cpu_seconds(pid) - before) * 1000.0 / (calls + 3)
+                    row: dict[str, Any] = {
+                        "case": "prioritize_http",
+                        **variant,
+                        "session_data": session,
+                        "calls": calls,
+                    }
+                    row |= percentiles(samples)
+                    row["cpu_ms_per_call"] = round(cpu_ms, 2)
+                    row["scored_nodes"] = len(orjson.loads(answer)["nodeScore"])
+                    if shape == "compact" and daemons == 0 and size in TARGET_P99_MS:
+                        row["target_p99_ms"] = TARGET_P99_MS[size]
+                    rows.append(row)
             predicate = b'{"task":' + orjson.dumps(task) + b',"node":' + all_nodes[1] + b"}"
             samples, _ = asyncio.run(timed_calls(f"{extender}/predicate", predicate, calls * 8))
             variant = {"shape": shape, "daemons_per_node": daemons, "bytes": len(predicate)}
@@ -338,29 +351,114 @@ def bench_session_open(extender: str, pid: int, sizes: list[int], seed: int) -> 
     return rows
 
 
-def bench_admission(admission_port: int, extender: str, cert_dir: Path, size: int, seed: int) -> list[dict[str, Any]]:
+def bench_admission(cert_dir: Path, size: int, seed: int, work: Path) -> list[dict[str, Any]]:
+    """/jobs/mutate latency alone and while prioritize calls of `size` compact nodes run back to back: with the
+    extender in its own process (`ringroute serve`), and, for comparison, with both apps on one event loop.
+
+    On this 2-core machine the servers are pinned apart (admission and its load on CPU 0, the extender and its load
+    on CPU 1), as separate containers are in a cluster; what remains is whether admission waits for the extender.
+    """
     review = orjson.dumps(realistic_review())
     ca_pem = (cert_dir / "ca.crt").read_text()
-    alone = run_aiohttp(admission_port, 10, 5.0, review, ca_pem)
     body = prioritize_body(_task_of_job("compact"), node_infos("compact", size, 0, seed))
-    stop = threading.Event()
-    load = threading.Thread(target=extender_load, args=(f"{extender}/prioritize", body, stop), daemon=True)
-    load.start()
-    try:
-        time.sleep(1.0)
-        loaded = run_aiohttp(admission_port, 10, 5.0, review, ca_pem)
-    finally:
-        stop.set()
-        load.join(30)
     keys = ("requests", "rps", "p50_ms", "p99_ms", "max_ms", "errors", "non_2xx")
-    return [
-        {"case": "admission_under_extender_load", "extender_load": "none", **{k: alone[k] for k in keys}},
-        {
-            "case": "admission_under_extender_load",
-            "extender_load": f"prioritize of {size} compact nodes back to back",
-            **{k: loaded[k] for k in keys},
-        },
-    ]
+    rows = []
+    for layout in ("own process", "one event loop"):
+        with _admission_and_extender(layout, cert_dir, work) as (admission_port, extender_port, extender_pid, pid):
+            os.sched_setaffinity(pid, {0})
+            os.sched_setaffinity(extender_pid, {1})
+            for loaded in (False, True):
+                load = None
+                if loaded:
+                    load = multiprocessing.get_context("spawn").Process(
+                        target=extender_load, args=(f"http://127.0.0.1:{extender_port}/extender/prioritize", body, 1)
+                    )
+                    load.start()
+                    time.sleep(2.0)
+                with _affinity({0}):
+                    result = run_aiohttp(admission_port, 10, 5.0, review, ca_pem)
+                if load is not None:
+                    load.terminate()
+                    load.join(10)
+                rows.append(
+                    {
+                        "case": "admission_under_extender_load",
+                        "layout": layout,
+                        "extender_load": f"prioritize of {size} compact nodes back to back" if loaded else "none",
+                        **{k: result[k] for k in keys},
+                    }
+                )
+    return rows
+
+
+@contextlib.contextmanager
+def _affinity(cpus: set[int]) -> Iterator[None]:
+    """Run this process (and the processes it spawns meanwhile) on `cpus`."""
+    before = os.sched_getaffinity(0)
+    os.sched_setaffinity(0, cpus)
+    try:
+        yield
+    finally:
+        os.sched_setaffinity(0, before)
+
+
+@contextlib.contextmanager
+def _admission_and_extender(layout: str, cert_dir: Path, work: Path) -> Iterator[tuple[int, int, int, int]]:
+    """(admission port, extender port, extender pid, admission pid) for `ringroute serve`, or for one process
+    serving both apps on one event loop (the layout before the extender got a process of its own)."""
+    if layout == "own process":
+        with serve(cert_dir, work / "serve-admission.log") as (admission_port, extender_port, extender_pid):
+            server_pid = int(Path(f"/proc/{extender_pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+            yield admission_port, extender_port, extender_pid, server_pid
+        return
+    admission_port, extender_port = free_port(), free_port()
+    process = multiprocessing.get_context("spawn").Process(
+        target=_one_loop_server, args=(str(cert_dir), admission_port, extender_port), daemon=True
+    )
+    process.start()
+    try:
+        wait_ready(admission_port, cert_dir / "ca.crt", _PopenLike(process))  # type: ignore[arg-type]
+        assert process.pid is not None
+        yield admission_port, extender_port, process.pid, process.pid
+    finally:
+        process.terminate()
+        process.join(10)
+
+
+class _PopenLike:
+    """What `wait_ready` asks of a process."""
+
+    def __init__(self, process: multiprocessing.process.BaseProcess) -> None:
+        self.process = process
+        self.returncode: int | None = None
+
+    def poll(self) -> int | None:
+        self.returncode = self.process.exitcode
+        return self.returncode
+
+
+def _one_loop_server(cert_dir: str, admission_port: int, extender_port: int) -> None:
+    from aiohttp import web
+
+    from certs import ServingCertificates
+    from webhook.extender import extender_app
+    from webhook.metrics import Metrics
+    from webhook.server import admission_app
+    from webhook.settings import Settings
+
+    async def run() -> None:
+        settings, metrics = Settings(), Metrics()
+        certificates = ServingCertificates(Path(cert_dir))
+        admission = web.AppRunner(admission_app(settings, metrics, certificates=certificates), access_log=None)
+        extender = web.AppRunner(extender_app(settings, metrics), access_log=None)
+        await admission.setup()
+        await extender.setup()
+        context = certificates.ssl_context()
+        await web.TCPSite(admission, "127.0.0.1", admission_port, ssl_context=context).start()
+        await web.TCPSite(extender, "127.0.0.1", extender_port).start()
+        await asyncio.Event().wait()
+
+    asyncio.run(run())
 
 
 def bench_simulation(seed: int) -> list[dict[str, Any]]:
@@ -407,17 +505,19 @@ def main() -> int:
         generate_bundle(
             "ringroute-webhook", "ringroute-system", cert_dir, days=1, extra_names=["localhost", "127.0.0.1"]
         )
-        with serve(cert_dir, Path(work) / "serve.log") as (admission_port, extender_port, pid):
+        with serve(cert_dir, Path(work) / "serve.log") as (_, extender_port, pid):
             extender = f"http://127.0.0.1:{extender_port}/extender"
             sections: list[list[dict[str, Any]]] = []
             sections.append(bench_calls(extender, pid, sizes, calls, args.seed))
             sections.append(bench_session_open(extender, pid, sizes, args.seed))
-            if not args.quick:
-                sections.append(bench_admission(admission_port, extender, cert_dir, max(sizes), args.seed))
             for section in sections:
                 for row in section:
                     emit(row)
                     rows.append(row)
+        if not args.quick:
+            for row in bench_admission(cert_dir, max(sizes), args.seed, Path(work)):
+                emit(row)
+                rows.append(row)
     for row in bench_simulation(args.seed):
         emit(row)
         rows.append(row)
@@ -430,12 +530,16 @@ def summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
     for row in rows:
         if row["case"] == "prioritize_http" and "target_p99_ms" in row:
             ok = row["p99_ms"] <= row["target_p99_ms"]
-            checks[f"prioritize p99 at {row['nodes']} nodes <= {row['target_p99_ms']} ms"] = "pass" if ok else "FAIL"
-    admission = [r for r in rows if r["case"] == "admission_under_extender_load"]
-    if len(admission) == 2:
-        alone, loaded = admission
-        ok = loaded["p99_ms"] <= max(alone["p99_ms"] * 1.5, alone["p99_ms"] + 5.0) and loaded["errors"] == 0
-        checks["admission p99 under extender load within 1.5x (or +5 ms) of alone"] = "pass" if ok else "FAIL"
+            when = "after onSessionOpen" if row["session_data"] else "without session data"
+            name = f"prioritize p99 at {row['nodes']} nodes {when} <= {row['target_p99_ms']} ms"
+            checks[name] = "pass" if ok else "FAIL"
+    admission = {
+        (r["layout"], r["extender_load"] != "none"): r for r in rows if r["case"] == "admission_under_extender_load"
+    }
+    if ("own process", True) in admission:
+        alone, loaded = admission[("own process", False)], admission[("own process", True)]
+        ok = loaded["p99_ms"] <= max(alone["p99_ms"] * 1.25, alone["p99_ms"] + 2.0) and loaded["errors"] == 0
+        checks["admission p99 with the extender loaded within 1.25x (or +2 ms) of alone"] = "pass" if ok else "FAIL"
     ringroute = [r for r in rows if r["case"] == "simulation" and r["scheduler"] == "ringroute"]
     checks["every simulated job at its leaf bound with the extender"] = (
         "pass" if ringroute and all(r["jobs_at_bound"] == r["jobs"] for r in ringroute) else "FAIL"

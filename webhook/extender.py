@@ -162,6 +162,10 @@ class ExtenderService:
             self.state.session_without_data()
             log.warning("event=extender_session_unusable bytes=%d error=%r", len(raw), str(exc)[:300])
             return {}, "bad_request"
+        if request.Nodes is None:
+            # Volcano always sends its nodes; a cache without them says nothing about this session.
+            self.state.session_without_data()
+            return {}, "ok"
         counts = self.state.open_session(request)
         self.metrics.extender_session_bytes.set(len(raw))
         self.metrics.extender_session_nodes.set(counts["nodes"])

@@ -244,8 +244,9 @@ class ExtenderState:
 
     # ---------------------------------------------------------------------------------------------- observation
 
-    def observe(self, infos: Iterable[NodeInfo], task: TaskView | None = None) -> None:
-        """Remember the NodeInfos of a call and, for the task's job, which of them hold its tasks."""
+    def observe(self, infos: Iterable[NodeView], task: TaskView | None = None) -> None:
+        """Remember the nodes of a call and, for the task's job, which of them hold its tasks (NodeInfos with a
+        Tasks map only)."""
         nodes = self.nodes
         if len(nodes) > MAX_REMEMBERED_NODES:
             nodes.clear()
@@ -263,6 +264,8 @@ class ExtenderState:
             if not name:
                 continue
             nodes[name] = info
+            if not isinstance(info, NodeInfo):
+                continue
             uids: set[str] | None = None
             tasks = info.Tasks
             if tasks:

@@ -189,11 +189,16 @@ class NodeTask(msgspec.Struct, gc=False, omit_defaults=True):
     Status: int = 0
 
 
-class NodeResources(msgspec.Struct, gc=False, omit_defaults=True):
-    """`api.NodeInfo` as far as its name and resources: what prioritize reads while a session's scheduler cache
-    already gave every node's labels and tasks (the Node object and the Tasks map are most of the bytes)."""
+class NodeName(msgspec.Struct, gc=False, omit_defaults=True):
+    """`api.NodeInfo` as far as its name: what prioritize reads while a session's scheduler cache already gave
+    every node's labels (Volcano offers it only nodes the task fits)."""
 
     Name: str = ""
+
+
+class NodeResources(NodeName, gc=False, omit_defaults=True):
+    """`api.NodeInfo` as far as its name and resources."""
+
     Idle: Resource | None = None
     Releasing: Resource | None = None
     Pipelined: Resource | None = None
@@ -265,17 +270,20 @@ class PredicateRequest(msgspec.Struct, gc=False, omit_defaults=True):
 
 
 class PrioritizeRequest(msgspec.Struct, gc=False, omit_defaults=True):
-    """Body of POST `<urlPrefix>/<prioritizeVerb>`: the task and the nodes that passed every predicate."""
+    """Body of POST `<urlPrefix>/<prioritizeVerb>`: the task and the nodes that passed every predicate.
+
+    The candidates' Tasks maps are skipped: a node that fits a route-planned task has every card free, so it holds
+    none of the job's tasks (where the job runs comes from onSessionOpen, allocate events and earlier plans)."""
 
     task: TaskInfo | None = None
-    nodes: list[NodeInfo] | None = None
+    nodes: list[NodeView] | None = None
 
 
 class SessionPrioritizeRequest(msgspec.Struct, gc=False, omit_defaults=True):
-    """PrioritizeRequest decoded into NodeResources (labels and tasks come from the session's cache)."""
+    """PrioritizeRequest decoded into node names (labels come from the session's cache)."""
 
     task: TaskInfo | None = None
-    nodes: list[NodeResources] | None = None
+    nodes: list[NodeName] | None = None
 
 
 class SessionOpenRequest(msgspec.Struct, gc=False, omit_defaults=True):
@@ -379,6 +387,7 @@ __all__ = [
     "NodeAffinity",
     "NodeInfo",
     "NodeMeta",
+    "NodeName",
     "NodeResources",
     "NodeSelector",
     "NodeSelectorRequirement",
