@@ -142,11 +142,12 @@ class ExtenderService:
     def prioritize(self, raw: Body) -> VerbResult:
         """POST <prefix>/prioritize."""
         # With a session's scheduler cache the candidates' Tasks maps are not needed: skip them.
+        names_only = self.state.session_data
         request: PrioritizeRequest | SessionPrioritizeRequest = (
-            decode(SessionPrioritizeRequest, raw) if self.state.session_data else decode(PrioritizeRequest, raw)
+            decode(SessionPrioritizeRequest, raw) if names_only else decode(PrioritizeRequest, raw)
         )
         task = _task(request.task, self.settings)
-        scores = scoring.prioritize(task, request.nodes or [], self.state)
+        scores = scoring.prioritize(task, request.nodes or [], self.state, names_only=names_only)
         self.state.maybe_prune()
         return {"nodeScore": scores, "errorMessage": ""}, "scored" if scores else "neutral"
 

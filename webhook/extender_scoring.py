@@ -21,6 +21,7 @@ other task passes every node and gets no scores.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -97,52 +98,53 @@ def predicate(task: TaskView, node: NodeInfo, state: ExtenderState) -> Verdict:
     return FITS
 
 
-def prioritize(task: TaskView, nodes: Sequence[NodeName], state: ExtenderState) -> dict[str, float]:
+def prioritize(
+    task: TaskView, nodes: Sequence[NodeName], state: ExtenderState, *, names_only: bool = False
+) -> dict[str, float]:
     """Scores per node name for a judged task (weighted by `extender.scoreWeight`); empty for any other task.
 
     `nodes` are NodeViews (their labels give the topology), or, while a session's cache is known, bare names
-    whose topology comes from the session. Volcano offers prioritize only nodes whose future idle fits the task
-    (for a route-planned task: every card free), so each candidate counts as room under its leaf. Two passes over
-    the candidates with local lookups only: at 10,000 candidates this loop is a third of the call.
+    whose topology comes from the session (`names_only` says so without looking at each). Volcano offers prioritize only nodes whose future idle fits the task
+    (for a route-planned task: every card free), so each candidate counts as room under its leaf. Scores are
+    computed per leaf and spread to the candidates with C-level loops: at 10,000 candidates Python-level work per
+    node would be a third of the call.
     """
     if task.profile is None:
         return {}
-    views = [n for n in nodes if isinstance(n, NodeView)]
+    views = [] if names_only else [n for n in nodes if isinstance(n, NodeView)]
     if views and not state.session_data:
         # Without onSessionOpen the candidates are the freshest view of the nodes the extender gets.
         state.observe(views, task)
-    known = state.session_paths.get
-    read_path = state.read_path
-    names: list[str] = []
-    node_paths: list[Path | None] = []
+    names = [info.Name for info in nodes]
+    if views:
+        read_path = state.read_path
+        node_paths = [read_path(_labels(info)) if isinstance(info, NodeView) else None for info in nodes]
+    else:
+        # Names only (the session's cache has the labels): the lookups and counts below run in C.
+        node_paths = list(map(state.session_paths.get, names))
     room: dict[str, int] = {}
     spine_room: dict[str, int] = {}
-    for info in nodes:
-        name = info.Name
-        if isinstance(info, NodeView):
-            node = info.Node
-            meta = node.metadata if node is not None else None
-            path = read_path(meta.labels if meta is not None else None)
-        else:
-            path = known(name)
-        names.append(name)
-        node_paths.append(path)
+    for path, count in Counter(node_paths).items():
         if path:
-            room[path[0]] = room.get(path[0], 0) + 1
+            room[path[0]] = room.get(path[0], 0) + count
             if len(path) > 1:
-                spine_room[path[1]] = spine_room.get(path[1], 0) + 1
+                spine_room[path[1]] = spine_room.get(path[1], 0) + count
     leaf_scores = _leaf_scores(task, state, set(node_paths), room=room, spine_room=spine_room)
     weight = state.settings.extender.score_weight
-    plan = state.plan_for(task)
-    bonus = plan.bonus if plan is not None else {}
     weighted = {path: weight * score for path, score in leaf_scores.items()}
-    plan_score = weight * PLAN_BASE
-    if not bonus:
-        return {name: weighted[path] for name, path in zip(names, node_paths, strict=True)}
-    return {
-        name: plan_score + weight * bonus[name] if name in bonus else weighted[path]
-        for name, path in zip(names, node_paths, strict=True)
-    }
+    scores = dict(zip(names, map(weighted.__getitem__, node_paths), strict=True))
+    plan = state.plan_for(task)
+    if plan is not None:
+        plan_score = weight * PLAN_BASE
+        for name, bonus in plan.bonus.items():
+            if name in scores:
+                scores[name] = plan_score + weight * bonus
+    return scores
+
+
+def _labels(info: NodeView) -> Mapping[str, str] | None:
+    meta = info.Node.metadata if info.Node is not None else None
+    return meta.labels if meta is not None else None
 
 
 def _leaf_scores(
