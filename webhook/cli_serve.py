@@ -84,6 +84,20 @@ def register(subparsers: Any) -> None:
     )
     parser.set_defaults(handler=_serve)
 
+    extender: argparse.ArgumentParser = subparsers.add_parser(
+        "extender",
+        help="run the Volcano scheduler extender alone (for a container of its own)",
+        description=(
+            "Serve the Volcano scheduler extender (predicate, prioritize, onSessionOpen, allocate events) in the "
+            "foreground, without admission or the controller. The Deployment runs it as its own container, so "
+            "it has its own CPU and memory limits; `ringroute serve` runs the same in a supervised child process."
+        ),
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
+    extender.add_argument("--config", type=Path, metavar="FILE", help="settings YAML (the ringroute ConfigMap)")
+    extender.add_argument("--listen", metavar="ADDR:PORT", help="extender address (default: settings extender.listen)")
+    extender.set_defaults(handler=_extender)
+
 
 def parse_address(text: str, flag: str) -> tuple[str, int]:
     """`ADDR:PORT` (IPv6 as `[::1]:PORT`) -> (host, port); CommandError naming the flag."""
@@ -127,6 +141,26 @@ def _serve(args: argparse.Namespace) -> int:
     if options.workers == 1:
         return asyncio.run(run_worker(options, primary=True))
     return _run_workers(options)
+
+
+def _extender(args: argparse.Namespace) -> int:
+    if args.listen is not None:
+        parse_address(args.listen, "--listen")
+    options = ServeOptions(
+        host="127.0.0.1",
+        port=0,
+        cert_dir=Path("."),
+        config=args.config,
+        kubeconfig=None,
+        workers=1,
+        controller=False,
+        extender=True,
+        extender_listen=args.listen,
+        self_signed_secret=None,
+        log_level=args.log_level,
+    )
+    load_options_settings(options)  # fail fast on a bad settings file
+    return asyncio.run(run_extender(options))
 
 
 def load_options_settings(options: ServeOptions) -> Any:

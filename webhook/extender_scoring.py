@@ -104,10 +104,10 @@ def prioritize(
     """Scores per node name for a judged task (weighted by `extender.scoreWeight`); empty for any other task.
 
     `nodes` are NodeViews (their labels give the topology), or, while a session's cache is known, bare names
-    whose topology comes from the session (`names_only` says so without looking at each). Volcano offers prioritize only nodes whose future idle fits the task
-    (for a route-planned task: every card free), so each candidate counts as room under its leaf. Scores are
-    computed per leaf and spread to the candidates with C-level loops: at 10,000 candidates Python-level work per
-    node would be a third of the call.
+    whose topology comes from the session (`names_only` says so without looking at each). Volcano offers
+    prioritize only nodes whose future idle fits the task (for a route-planned task: every card free), so each
+    candidate counts as room under its leaf. Scores are computed per leaf and spread to the candidates with
+    C-level loops: at 10,000 candidates Python-level work per node would be a third of the call.
     """
     if task.profile is None:
         return {}

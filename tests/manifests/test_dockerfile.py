@@ -90,12 +90,17 @@ def test_runtime_writes_nothing_at_run_time_so_a_read_only_root_filesystem_works
     assert "HOME=/tmp" in env  # /tmp is an emptyDir in the Deployment
 
 
-def test_exposed_ports_match_the_deployment(objects: list[dict[str, object]]) -> None:
+def test_exposed_ports_match_the_deployments(objects: list[dict[str, object]]) -> None:
     _, stages = dockerfile()
     exposed = {int(p) for p in (stages[-1].last("EXPOSE") or "").split()}
-    deployment = next(o for o in objects if o["kind"] == "Deployment")
-    container = deployment["spec"]["template"]["spec"]["containers"][0]  # type: ignore[index]
-    assert exposed == {p["containerPort"] for p in container["ports"]}
+    ports = {
+        port["containerPort"]
+        for o in objects
+        if o["kind"] == "Deployment"
+        for c in o["spec"]["template"]["spec"]["containers"]  # type: ignore[index]
+        for port in c["ports"]
+    }
+    assert exposed == ports
 
 
 def test_build_context_holds_the_packages_and_leaves_out_the_rest() -> None:

@@ -94,7 +94,7 @@ def test_deployment_runs_three_spread_replicas_guarded_by_a_disruption_budget(ob
     terms = pod_spec(objects)["affinity"]["podAntiAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"]
     assert terms[0]["podAffinityTerm"]["topologyKey"] == "kubernetes.io/hostname"
     assert terms[0]["podAffinityTerm"]["labelSelector"]["matchLabels"] == selector
-    pdb = one(objects, "PodDisruptionBudget")
+    pdb = one(objects, "PodDisruptionBudget", "ringroute")
     assert pdb["spec"]["selector"]["matchLabels"] == selector
     assert 1 <= pdb["spec"]["minAvailable"] < deployment["spec"]["replicas"]
 
@@ -122,32 +122,62 @@ def test_pod_is_non_root_read_only_without_capabilities_and_confined_by_seccomp(
 def test_probes_hit_healthz_and_readyz_over_https_on_the_webhook_port(objects: list[dict[str, Any]]) -> None:
     c = container(objects)
     ports = {p["name"]: p["containerPort"] for p in c["ports"]}
-    assert ports == {"https": 9443, "extender": 8888}
+    assert ports == {"https": 9443}
     assert c["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "https", "scheme": "HTTPS"}
     assert c["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "https", "scheme": "HTTPS"}
+    assert "--no-extender" in c["args"]
 
 
-def test_the_extender_port_is_probed_before_the_pod_can_become_ready(objects: list[dict[str, Any]]) -> None:
+def extender_pod(objects: list[dict[str, Any]]) -> dict[str, Any]:
+    spec: dict[str, Any] = one(objects, "Deployment", "ringroute-extender")["spec"]["template"]["spec"]
+    return spec
+
+
+def test_the_extender_runs_in_pods_of_its_own_probed_on_its_healthz(objects: list[dict[str, Any]]) -> None:
     from webhook.extender import PREFIX, extender_app
     from webhook.metrics import Metrics
     from webhook.settings import Settings
 
-    probe = container(objects)["startupProbe"]
-    assert probe["httpGet"] == {"path": "/extender/healthz", "port": "extender", "scheme": "HTTP"}
-    assert probe["periodSeconds"] * probe["failureThreshold"] >= 30  # time to start on a busy node
+    (extender,) = extender_pod(objects)["containers"]
+    assert extender["command"] == ["ringroute", "extender"]
+    assert {p["name"]: p["containerPort"] for p in extender["ports"]} == {"extender": 8888}
     routes = {
         (r.method, r.resource.canonical) for r in extender_app(Settings(), Metrics()).router.routes() if r.resource
     }
-    assert ("GET", probe["httpGet"]["path"]) in routes
-    assert probe["httpGet"]["path"].startswith(PREFIX)
+    for probe in ("readinessProbe", "livenessProbe"):
+        http = extender[probe]["httpGet"]
+        assert http == {"path": "/extender/healthz", "port": "extender", "scheme": "HTTP"}
+        assert ("GET", http["path"]) in routes
+        assert http["path"].startswith(PREFIX)
+    assert {"cpu", "memory"} <= set(extender["resources"]["limits"])
+
+
+def test_the_extender_pods_are_confined_and_hold_no_api_token(objects: list[dict[str, Any]]) -> None:
+    pod = extender_pod(objects)
+    assert pod["automountServiceAccountToken"] is False
+    assert pod["securityContext"]["runAsNonRoot"] is True
+    (extender,) = pod["containers"]
+    security = extender["securityContext"]
+    assert security["readOnlyRootFilesystem"] is True
+    assert security["capabilities"] == {"drop": ["ALL"]}
+    bound = {
+        subject["name"]
+        for binding in objects
+        if binding["kind"] in ("RoleBinding", "ClusterRoleBinding")
+        for subject in binding.get("subjects", [])
+    }
+    assert pod["serviceAccountName"] not in bound
 
 
 def test_services_route_443_to_the_webhook_and_8888_to_the_extender(objects: list[dict[str, Any]]) -> None:
-    pod_labels = one(objects, "Deployment")["spec"]["template"]["metadata"]["labels"]
+    webhook_labels = one(objects, "Deployment", "ringroute")["spec"]["template"]["metadata"]["labels"]
+    extender_labels = one(objects, "Deployment", "ringroute-extender")["spec"]["template"]["metadata"]["labels"]
     webhook = one(objects, "Service", "ringroute-webhook")
     extender = one(objects, "Service", "ringroute-extender")
-    for service in (webhook, extender):
-        assert service["spec"]["selector"].items() <= pod_labels.items()
+    assert webhook["spec"]["selector"].items() <= webhook_labels.items()
+    assert not webhook["spec"]["selector"].items() <= extender_labels.items()
+    assert extender["spec"]["selector"].items() <= extender_labels.items()
+    assert not extender["spec"]["selector"].items() <= webhook_labels.items()
     assert [(p["port"], p["targetPort"]) for p in webhook["spec"]["ports"]] == [(443, "https")]
     assert [(p["port"], p["targetPort"]) for p in extender["spec"]["ports"]] == [(8888, "extender")]
 
@@ -161,7 +191,7 @@ def test_the_extender_service_keeps_one_scheduler_on_one_replica(objects: list[d
 
 def test_container_args_point_at_the_mounted_certificates_and_settings(objects: list[dict[str, Any]]) -> None:
     c = container(objects)
-    args = dict(a.removeprefix("--").split("=", 1) for a in c["args"])
+    args = dict(a.removeprefix("--").partition("=")[::2] for a in c["args"])
     assert args["listen"] == "0.0.0.0:9443"
     mounts = {m["mountPath"]: m for m in c["volumeMounts"]}
     volumes = {v["name"]: v for v in pod_spec(objects)["volumes"]}

@@ -118,7 +118,7 @@ def test_cert_manager_objects_match_the_fields_cert_manager_accepts(
 
 def test_schema_validation_catches_a_misspelled_field(renders: dict[str, list[dict[str, Any]]]) -> None:
     deployment = strategic_merge(
-        one(renders["base"], "Deployment"),
+        one(renders["base"], "Deployment", "ringroute"),
         {"spec": {"template": {"spec": {"containers": [{"name": "ringroute", "readOnlyRootFileSystem": True}]}}}},
     )
     with pytest.raises(kubernetes_validate.ValidationError):

@@ -239,3 +239,28 @@ def test_placement_invariants_hold_for_any_pod_order(n: int, rng: random.Random,
         assert ids == sorted(ids)
         assert len(ids) == devices
     assert read(list(reversed(pods))).placement == placement
+
+
+@pytest.mark.parametrize("release", ["1.7", "1.8", "1.16"])
+def test_pods_exactly_as_volcano_creates_them_give_task_indices_with_or_without_the_index_annotation(
+    release: str,
+) -> None:
+    from webhook import extender_volcano as volcano
+
+    pods = []
+    for index, node in enumerate((3, 0, 2, 1)):
+        created = volcano.volcano_job_pod(
+            "train", index, node_name=f"npu-{node:02d}", node_ip=f"10.0.0.{node + 1}", phase="Running", release=release
+        )
+        created["metadata"]["annotations"][ANNOTATION_1980] = device_annotation(
+            node, pod_name=created["metadata"]["name"]
+        )
+        pods.append(created)
+    has_index = any("volcano.sh/task-index" in (p["metadata"].get("annotations") or {}) for p in pods)
+    # Volcano 1.7 and 1.8 set no task-index annotation or label: the index comes from the pod name suffix.
+    assert has_index == (release not in ("1.7", "1.8"))
+    random.Random(0).shuffle(pods)
+    readout = read(pods)
+    assert readout.ready
+    assert [s.node_name for s in readout.placement.servers] == ["npu-03", "npu-00", "npu-02", "npu-01"]
+    assert readout.placement.servers[readout.placement.master].pod_name == "train-worker-0"
