@@ -43,7 +43,7 @@ DEFAULT_LABEL_FAMILIES: tuple[tuple[str, ...], ...] = (
 `topology_from_nodes` recognises the same families)."""
 
 MAX_REMEMBERED_NODES = 200_000
-"""Nodes remembered from calls before the memory is cleared (a session-open or the next calls refill it)."""
+"""Nodes remembered at most (besides the byte budget `extender.maxStateMib`); the least recently seen go first."""
 MAX_REMEMBERED_JOBS = 20_000
 """Jobs with plans or placements remembered before the oldest are dropped."""
 
@@ -80,6 +80,18 @@ def label_path_reader(label_keys: Sequence[str] = ()) -> PathReader:
         return None
 
     return read
+
+
+def _view_bytes(info: NodeView) -> int:
+    """Rough memory of a kept node view: its strings plus a fixed overhead per object."""
+    size = 400 + len(info.Name)
+    meta = info.Node.metadata if info.Node is not None else None
+    for key, value in ((meta.labels if meta is not None else None) or {}).items():
+        size += 120 + len(key) + len(value)
+    spec = info.Node.spec if info.Node is not None else None
+    for taint in (spec.taints if spec is not None else None) or ():
+        size += 150 + len(taint.key) + len(taint.value) + len(taint.effect)
+    return size
 
 
 def node_labels(info: NodeView) -> Mapping[str, str] | None:
@@ -152,7 +164,10 @@ class ExtenderState:
         self.clock = clock
         self.read_path: PathReader = label_path_reader(settings.topology.label_keys)
         self.nodes: dict[str, NodeView] = {}
-        """Latest NodeInfo per node name."""
+        """Latest NodeInfo per node name, least recently seen first."""
+        self._node_bytes: dict[str, int] = {}
+        self._stored_bytes = 0
+        self._byte_budget = settings.extender.max_state_mib * 2**20
         self.session = 0
         """Number of onSessionOpen calls seen; 0 while none has come."""
         self.session_data = False
@@ -174,7 +189,11 @@ class ExtenderState:
         """Replace the node view and the job facts with the scheduler's cache; returns counts for the log."""
         now = self.clock()
         nodes = request.Nodes or {}
-        self.nodes = {info.Name or name: info for name, info in nodes.items()}
+        self.nodes = {}
+        self._node_bytes = {}
+        self._stored_bytes = 0
+        for name, info in nodes.items():
+            self._remember(info.Name or name, info)
         self.session_paths = {name: self.path_of(name, info) for name, info in self.nodes.items()}
         previous = self.session
         self.session += 1
@@ -247,15 +266,13 @@ class ExtenderState:
     def observe(self, infos: Iterable[NodeView], task: TaskView | None = None) -> None:
         """Remember the nodes of a call and, for the task's job, which of them hold its tasks (NodeInfos with a
         Tasks map only)."""
-        nodes = self.nodes
-        if len(nodes) > MAX_REMEMBERED_NODES:
-            nodes.clear()
+        remember = self._remember
         # The session's facts say where a job's tasks are; calls are read for that only without them.
         job = task.job if task is not None and task.profile is not None and task.job not in self.jobs else ""
         if not job:
             for info in infos:
                 if info.Name:
-                    nodes[info.Name] = info
+                    remember(info.Name, info)
             return
         memory = self._memory.get(job)
         placed = memory.placed if memory is not None else None
@@ -263,7 +280,7 @@ class ExtenderState:
             name = info.Name
             if not name:
                 continue
-            nodes[name] = info
+            remember(name, info)
             if not isinstance(info, NodeInfo):
                 continue
             uids: set[str] | None = None
@@ -280,6 +297,27 @@ class ExtenderState:
                 placed[name] = uids
             elif placed:
                 placed.pop(name, None)
+
+    def _remember(self, name: str, info: NodeView) -> None:
+        """Keep a node's latest view, within `extender.maxStateMib`: the least recently seen nodes go first (the
+        views come from requests, so their size is the sender's to choose)."""
+        size = _view_bytes(info)
+        self._stored_bytes += size - self._node_bytes.pop(name, 0)
+        self.nodes.pop(name, None)
+        self.nodes[name] = info
+        self._node_bytes[name] = size
+        if self._stored_bytes > self._byte_budget or len(self.nodes) > MAX_REMEMBERED_NODES:
+            target = self._byte_budget * 3 // 4
+            for oldest in list(self.nodes):
+                if self._stored_bytes <= target and len(self.nodes) <= MAX_REMEMBERED_NODES * 3 // 4:
+                    break
+                del self.nodes[oldest]
+                self._stored_bytes -= self._node_bytes.pop(oldest, 0)
+
+    @property
+    def stored_bytes(self) -> int:
+        """Estimated bytes of the node views kept (bounded by `extender.maxStateMib`)."""
+        return self._stored_bytes
 
     def allocated(self, task: TaskView) -> None:
         """An allocate event: the task took `task.node_name` in this session."""

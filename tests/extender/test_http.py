@@ -230,17 +230,25 @@ async def test_healthz_and_metrics_are_served(client: TestClient[Any, Any]) -> N
     assert "ringroute_extender_requests_total" in await response.text()
 
 
-async def test_a_body_over_the_limit_gets_the_neutral_answer_unread(metrics: Metrics) -> None:
+async def test_a_body_over_the_limit_is_refused_unread_with_413(metrics: Metrics) -> None:
     client = await make_client(settings_from_mapping({"extender": {"maxBodyMib": 1}}), metrics)
     try:
         nodes = [node(f"n{i:04d}", tor(f"leaf-{i // 8}"), busy=True) for i in range(1000)]
         status, raw = await post(client, "prioritize", {"task": job().tasks[0], "nodes": nodes})
-        # A non-200 answer would make Volcano drop the extender's scores, or fail the call when not ignorable.
-        assert status == 200
-        assert json.loads(raw) == {"nodeScore": {}, "errorMessage": ""}
+        assert status == 413
+        assert "over the 1 MiB limit" in json.loads(raw)["error"]
         assert sample(metrics, "ringroute_extender_requests_total", verb="prioritize", outcome="too_large") == 1
     finally:
         await client.close()
+
+
+async def test_a_body_without_content_length_is_refused_with_411(client: TestClient[Any, Any]) -> None:
+    async def chunks() -> Any:
+        yield json.dumps({"task": job().tasks[0], "nodes": []}).encode()
+
+    response = await client.post("/extender/prioritize", data=chunks(), headers={"Content-Type": "application/json"})
+    assert response.status == 411
+    assert "Content-Length is required" in (await response.json())["error"]
 
 
 async def test_a_session_cache_over_its_limit_leaves_the_extender_without_session_data(metrics: Metrics) -> None:
@@ -252,8 +260,8 @@ async def test_a_session_cache_over_its_limit_leaves_the_extender_without_sessio
         state = client.app[STATE_KEY]
         assert state.session_data
         nodes = [node(f"n{i:04d}", tor(f"leaf-{i // 8}"), busy=True) for i in range(1000)]
-        status, raw = await post(client, "onSessionOpen", session_open([bert], nodes))
-        assert (status, json.loads(raw)) == (200, {})
+        status, _ = await post(client, "onSessionOpen", session_open([bert], nodes))
+        assert status == 413
         assert not state.session_data
         assert state.jobs == {}
         assert sample(metrics, "ringroute_extender_requests_total", verb="onSessionOpen", outcome="too_large") == 1

@@ -429,3 +429,16 @@ def test_default_reader_recognises_each_label_family() -> None:
     assert read(leaf_spine("L", "S")) == ("L", "S")
     assert read({"fabric.topograph.run/tier-1": "a", "fabric.topograph.run/tier-2": "b"}) == ("a", "b")
     assert read({}) is None
+
+
+def test_node_views_from_requests_stay_within_the_memory_budget() -> None:
+    settings = settings_from_mapping({"extender": {"maxStateMib": 1}})
+    memory = state(settings)
+    task = decoded_task(job().tasks[0], settings)
+    big_labels = {f"example.com/label-{i}": "v" * 200 for i in range(50)}
+    for i in range(400):
+        memory.observe([decoded_node(node(f"fake-{i:04d}", {**tor("A"), **big_labels}))], task)
+    assert memory.stored_bytes <= 2**20
+    # The most recently seen nodes are the ones kept.
+    assert "fake-0399" in memory.nodes
+    assert "fake-0000" not in memory.nodes

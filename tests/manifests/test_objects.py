@@ -329,3 +329,17 @@ def test_every_resource_the_code_talks_to_is_granted(objects: list[dict[str, Any
     assert len(kinds) >= 7
     granted = {(group, resource) for _, group, resource, _, _ in grants_of_service_account(objects)}
     assert kinds <= granted
+
+
+def test_only_the_volcano_scheduler_may_reach_the_extender(objects: list[dict[str, Any]]) -> None:
+    policy = one(objects, "NetworkPolicy", "ringroute-extender")
+    extender_labels = one(objects, "Deployment", "ringroute-extender")["spec"]["template"]["metadata"]["labels"]
+    assert policy["spec"]["podSelector"]["matchLabels"].items() <= extender_labels.items()
+    assert policy["spec"]["policyTypes"] == ["Ingress"]
+    (rule,) = policy["spec"]["ingress"]
+    (peer,) = rule["from"]
+    assert peer["namespaceSelector"]["matchLabels"] == {"kubernetes.io/metadata.name": "volcano-system"}
+    assert peer["podSelector"]["matchLabels"] == {"app": "volcano-scheduler"}
+    assert rule["ports"] == [{"port": "extender", "protocol": "TCP"}]
+    webhook_labels = one(objects, "Deployment", "ringroute")["spec"]["template"]["metadata"]["labels"]
+    assert not policy["spec"]["podSelector"]["matchLabels"].items() <= webhook_labels.items()
