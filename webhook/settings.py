@@ -212,6 +212,9 @@ class ExtenderSettings:
     score_weight: float = 100.0
     """Multiplies the extender's scores (0-100 before weighting, 5 points between preferences): at 100 each step
     is 500 of Volcano's points, more than the 350 nodeorder and binpack can add at their default weights."""
+    max_state_mib: int = 256
+    """Memory for what the extender keeps between calls (node views, by estimated bytes); the least recently seen
+    nodes are forgotten first."""
     max_session_open_mib: int = 256
     """Largest onSessionOpen body read (Volcano sends its whole cache: about 60-85 MiB per 1,000 nodes); a larger
     one is answered without being used, and the extender plans from what calls show."""
@@ -420,6 +423,8 @@ def _check(settings: Settings) -> None:
         raise SettingsError("settings.controller.configmapCreateWorkers: must be at least 1")
     if settings.extender.max_body_mib < 1:
         raise SettingsError("settings.extender.maxBodyMib: must be at least 1 (MiB)")
+    if settings.extender.max_state_mib < 1:
+        raise SettingsError("settings.extender.maxStateMib: must be at least 1 (MiB)")
     if settings.extender.max_session_open_mib < 1:
         raise SettingsError("settings.extender.maxSessionOpenMib: must be at least 1 (MiB)")
     if settings.extender.job_memory_ttl_s <= 0:
