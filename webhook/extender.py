@@ -141,13 +141,26 @@ class ExtenderService:
 
     def prioritize(self, raw: Body) -> VerbResult:
         """POST <prefix>/prioritize."""
-        # With a session's scheduler cache the candidates' Tasks maps are not needed: skip them.
-        names_only = self.state.session_data
-        request: PrioritizeRequest | SessionPrioritizeRequest = (
-            decode(SessionPrioritizeRequest, raw) if names_only else decode(PrioritizeRequest, raw)
-        )
-        task = _task(request.task, self.settings)
-        scores = scoring.prioritize(task, request.nodes or [], self.state, names_only=names_only)
+        # Read the candidates' names only, when the node views (session cache or earlier calls) already give
+        # every candidate's topology; read their labels too only when some are missing or stale.
+        lean = decode(SessionPrioritizeRequest, raw)
+        task = _task(lean.task, self.settings)
+        if task.profile is None:
+            return {"nodeScore": {}, "errorMessage": ""}, "neutral"
+        names = [node.Name for node in lean.nodes or ()]
+        if self.state.session_data:
+            scores = scoring.prioritize(task, lean.nodes or [], self.state, names_only=True)
+        else:
+            self.state.mark_fresh(names)
+            try:
+                paths = self.state.known_paths(names)
+                if paths is None:
+                    full = decode(PrioritizeRequest, raw)
+                    scores = scoring.prioritize(task, full.nodes or [], self.state)
+                else:
+                    scores = scoring.prioritize(task, lean.nodes or [], self.state, names_only=True, paths=paths)
+            finally:
+                self.state.mark_fresh(())
         self.state.maybe_prune()
         return {"nodeScore": scores, "errorMessage": ""}, "scored" if scores else "neutral"
 

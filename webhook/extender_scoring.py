@@ -99,12 +99,17 @@ def predicate(task: TaskView, node: NodeInfo, state: ExtenderState) -> Verdict:
 
 
 def prioritize(
-    task: TaskView, nodes: Sequence[NodeName], state: ExtenderState, *, names_only: bool = False
+    task: TaskView,
+    nodes: Sequence[NodeName],
+    state: ExtenderState,
+    *,
+    names_only: bool = False,
+    paths: Sequence[Path | None] | None = None,
 ) -> dict[str, float]:
     """Scores per node name for a judged task (weighted by `extender.scoreWeight`); empty for any other task.
 
     `nodes` are NodeViews (their labels give the topology), or, while a session's cache is known, bare names
-    whose topology comes from the session (`names_only` says so without looking at each). Volcano offers
+    whose topology comes from the session or `paths` (`names_only` says so without looking at each). Volcano offers
     prioritize only nodes whose future idle fits the task (for a route-planned task: every card free), so each
     candidate counts as room under its leaf. Scores are computed per leaf and spread to the candidates with
     C-level loops: at 10,000 candidates Python-level work per node would be a third of the call.
@@ -116,7 +121,9 @@ def prioritize(
         # Without onSessionOpen the candidates are the freshest view of the nodes the extender gets.
         state.observe(views, task)
     names = [info.Name for info in nodes]
-    if views:
+    if paths is not None:
+        node_paths = list(paths)
+    elif views:
         read_path = state.read_path
         node_paths = [read_path(_labels(info)) if isinstance(info, NodeView) else None for info in nodes]
     else:

@@ -44,6 +44,8 @@ DEFAULT_LABEL_FAMILIES: tuple[tuple[str, ...], ...] = (
 
 MAX_REMEMBERED_NODES = 200_000
 """Nodes remembered at most (besides the byte budget `extender.maxStateMib`); the least recently seen go first."""
+PATH_TTL_S = 600.0
+"""A node's topology path read from its labels is trusted this long without reading the labels again."""
 MAX_REMEMBERED_JOBS = 20_000
 """Jobs with plans or placements remembered before the oldest are dropped."""
 
@@ -168,6 +170,10 @@ class ExtenderState:
         self._node_bytes: dict[str, int] = {}
         self._stored_bytes = 0
         self._byte_budget = settings.extender.max_state_mib * 2**20
+        self._paths: dict[str, tuple[Path | None, float]] = {}
+        """Topology path and when it was read, per node whose view is kept (same bound as `nodes`)."""
+        self._fresh: frozenset[str] = frozenset()
+        """Candidates of the prioritize call being answered: Volcano found them free just now."""
         self.session = 0
         """Number of onSessionOpen calls seen; 0 while none has come."""
         self.session_data = False
@@ -191,6 +197,7 @@ class ExtenderState:
         nodes = request.Nodes or {}
         self.nodes = {}
         self._node_bytes = {}
+        self._paths = {}
         self._stored_bytes = 0
         for name, info in nodes.items():
             self._remember(info.Name or name, info)
@@ -306,13 +313,33 @@ class ExtenderState:
         self.nodes.pop(name, None)
         self.nodes[name] = info
         self._node_bytes[name] = size
+        self._paths[name] = (self.read_path(node_labels(info)), self.clock())
         if self._stored_bytes > self._byte_budget or len(self.nodes) > MAX_REMEMBERED_NODES:
             target = self._byte_budget * 3 // 4
             for oldest in list(self.nodes):
                 if self._stored_bytes <= target and len(self.nodes) <= MAX_REMEMBERED_NODES * 3 // 4:
                     break
                 del self.nodes[oldest]
+                self._paths.pop(oldest, None)
                 self._stored_bytes -= self._node_bytes.pop(oldest, 0)
+
+    def known_paths(self, names: Sequence[str]) -> list[Path | None] | None:
+        """The topology path of every node in `names` read within PATH_TTL_S, or None when any is missing (the
+        caller then reads the candidates' labels). Lets prioritize without session data skip decoding labels."""
+        cache = self._paths
+        oldest = self.clock() - PATH_TTL_S
+        paths: list[Path | None] = []
+        for name in names:
+            hit = cache.get(name)
+            if hit is None or hit[1] < oldest:
+                return None
+            paths.append(hit[0])
+        return paths
+
+    def mark_fresh(self, names: Iterable[str]) -> None:
+        """The candidates of the prioritize call being answered: Volcano found them free just now, whatever an
+        older view of them says (planning without session data counts them as free)."""
+        self._fresh = frozenset(names)
 
     @property
     def stored_bytes(self) -> int:
@@ -419,9 +446,9 @@ class ExtenderState:
                 continue
             leaf = path[0]
             spine_of.setdefault(leaf, path[1] if len(path) > 1 else None)
-            if self._session_cards.get(name, 0) > 0 or not node_admits(task.constraints, info):
+            if self._session_cards.get(name, 0) > 0:
                 continue
-            if node_cards(info, task).fits:
+            if name in self._fresh or (node_admits(task.constraints, info) and node_cards(info, task).fits):
                 free_by_leaf.setdefault(leaf, []).append(name)
         hosted_leaves: dict[str, int] = {}
         for node, count in hosted.items():

@@ -442,3 +442,24 @@ def test_node_views_from_requests_stay_within_the_memory_budget() -> None:
     # The most recently seen nodes are the ones kept.
     assert "fake-0399" in memory.nodes
     assert "fake-0000" not in memory.nodes
+
+
+def test_without_session_data_prioritize_reads_labels_only_for_nodes_it_has_not_seen_lately() -> None:
+    import orjson
+
+    from webhook.extender import ExtenderService
+    from webhook.metrics import Metrics
+
+    clock = Clock()
+    service = ExtenderService(SETTINGS, Metrics(), ExtenderState(SETTINGS, clock=clock))
+    task = job("bert", 2).tasks[0]
+    labelled = [node(f"a{i}", tor("A")) for i in range(2)] + [node(f"b{i}", tor("B")) for i in range(3)]
+    first, _ = service.prioritize(orjson.dumps({"task": task, "nodes": labelled}))
+    unlabelled = [dict(n, Node=None) for n in labelled]
+    # Within the path TTL the labels of known candidates are not read again: the same scores.
+    second, _ = service.prioritize(orjson.dumps({"task": task, "nodes": unlabelled}))
+    assert second == first
+    assert min(first["nodeScore"].values()) > 0
+    clock.now += 601.0
+    third, _ = service.prioritize(orjson.dumps({"task": task, "nodes": unlabelled}))
+    assert set(third["nodeScore"].values()) == {0.0}
