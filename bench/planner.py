@@ -29,13 +29,26 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from bench._common import emit, peak_rss_mb  # noqa: E402
-from planner._baselines import BASELINES, baseline_order  # noqa: E402
-from planner._model import Device, Layout, Pattern, Placement, Routing, Server, Topology  # noqa: E402
-from planner._network import JobNetwork, job_network  # noqa: E402
-from planner._plan import plan_ranks  # noqa: E402
-from planner._routes import RoutePlan  # noqa: E402
-from planner._simulate import SeedMetrics, cross_edges, order_seed_metrics, paired_difference  # noqa: E402
-from planner._topology_file import generate_topology  # noqa: E402
+from planner import (  # noqa: E402
+    BASELINES,
+    Device,
+    JobNetwork,
+    Layout,
+    Pattern,
+    Placement,
+    RoutePlan,
+    Routing,
+    SeedMetrics,
+    Server,
+    Topology,
+    baseline_order,
+    generate_topology,
+    job_network,
+    order_seed_metrics,
+    paired_difference,
+    plan_ranks,
+    ring_cross_edges,
+)
 
 PlacementKind = Literal["fragmented", "packed"]
 OCCUPANCY = 0.6
@@ -187,7 +200,7 @@ def place(topology: Topology, job: int, kind: PlacementKind, rng: np.random.Gene
 
 def _metrics(network: JobNetwork, order: Sequence[int], metrics: SeedMetrics, pattern: Pattern) -> dict[str, Any]:
     """An order's row entry: means (standard errors) over its seeds, every metric with its bound and gap."""
-    counts, bounds = cross_edges(network, list(order))
+    counts, bounds = ring_cross_edges(network, list(order))
     load = metrics.max_link_load
     busbw = metrics.busbw("ring" if pattern == "ring" else "halving-doubling")
     k = load.size

@@ -22,6 +22,7 @@ from planner._placement import (
     load_kube_objects,
     placement_from_pods,
     read_placement,
+    render_placement_problems,
 )
 from planner._ranktable import (
     INITIALIZING_RANK_TABLE,
@@ -30,9 +31,11 @@ from planner._ranktable import (
     RankTableServer,
     build_rank_table,
     parse_rank_table,
+    parse_ranks_env,
     render_rank_table,
     render_ranks_env,
 )
+from planner._topology_file import check_fabric
 from planner._topology_sources import (
     DEFAULT_LABEL_KEYS,
     dump_topology_file,
@@ -52,7 +55,7 @@ from planner._plan import STATUS_MESSAGES, PlanResult, plan_ranks
 
 # -- network model, simulator and route pinning (planner-sim) --
 # isort: split
-from planner._network import JobNetwork, job_network
+from planner._network import LINK_TIER_LEAF, LINK_TIER_NIC, LINK_TIER_SPINE, JobNetwork, job_network
 from planner._plot import plot_link_loads
 from planner._routes import RoutePlan, RoutesFile, edge_colouring, pin_routes
 from planner._simulate import (
@@ -69,6 +72,7 @@ from planner._simulate import (
     max_min_rates,
     order_seed_metrics,
     paired_difference,
+    ring_cross_edges,
     ring_flows,
 )
 
@@ -82,14 +86,17 @@ __all__ = [
     "RankTableDevice",
     "RankTableServer",
     "build_rank_table",
+    "check_fabric",
     "dump_topology_file",
     "generate_topology",
     "load_kube_objects",
     "load_topology_file",
     "nodes_for_topology",
     "parse_rank_table",
+    "parse_ranks_env",
     "placement_from_pods",
     "read_placement",
+    "render_placement_problems",
     "render_rank_table",
     "render_ranks_env",
     "topology_for_placement",
@@ -103,6 +110,9 @@ __all__ = [
     "baseline_order",
     "plan_ranks",
     # planner-sim
+    "LINK_TIER_LEAF",
+    "LINK_TIER_NIC",
+    "LINK_TIER_SPINE",
     "JobNetwork",
     "OrderEvaluation",
     "RoutePlan",
@@ -123,6 +133,7 @@ __all__ = [
     "paired_difference",
     "pin_routes",
     "plot_link_loads",
+    "ring_cross_edges",
     "ring_flows",
     # shared model
     "Device",

@@ -330,11 +330,11 @@ def placement_from_pods(
         task_order=task_order,
     )
     if readout.placement is None or readout.problems:
-        raise PlacementError(render_problems(readout.problems))
+        raise PlacementError(render_placement_problems(readout.problems))
     return readout.placement
 
 
-def render_problems(problems: Sequence[PlacementProblem]) -> str:
+def render_placement_problems(problems: Sequence[PlacementProblem]) -> str:
     """One line: the first problem, and how many more there are."""
     if not problems:
         return "no placement"
@@ -577,5 +577,5 @@ __all__ = [
     "load_kube_objects",
     "placement_from_pods",
     "read_placement",
-    "render_problems",
+    "render_placement_problems",
 ]

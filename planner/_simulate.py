@@ -829,7 +829,7 @@ class OrderEvaluation:
         return out
 
 
-def cross_edges(network: JobNetwork, order: Sequence[int]) -> tuple[tuple[int, ...], tuple[int, ...]]:
+def ring_cross_edges(network: JobNetwork, order: Sequence[int]) -> tuple[tuple[int, ...], tuple[int, ...]]:
     """Ring edges crossing each listed tier's domain boundaries, and the lower bound of each."""
     ring = ring_flows(order)
     counts: list[int] = []
@@ -1077,7 +1077,7 @@ def evaluate_order(
         routes=routes,
         patterns=patterns,
     )
-    counts, bounds = cross_edges(network, _check_order(network, order).tolist())
+    counts, bounds = ring_cross_edges(network, _check_order(network, order).tolist())
     ring_busbw, ring_sem = _mean_and_sem(metrics.ring_busbw)
     hd_busbw, hd_sem = _mean_and_sem(metrics.hd_busbw)
     return OrderEvaluation(

@@ -15,7 +15,6 @@ leaves per job for Volcano alone, with ringroute, and the optimum.
 from __future__ import annotations
 
 import argparse
-import importlib
 import json
 import logging
 from collections.abc import Sequence
@@ -76,9 +75,9 @@ def register(subparsers: Any) -> None:
 
 
 def planner_available() -> bool:
-    """Whether `planner._plan.plan_ranks` is installed (bandwidth needs it)."""
+    """Whether `planner.plan_ranks` and its numeric libraries are installed (bandwidth needs them)."""
     try:
-        importlib.import_module("planner._plan")
+        from planner import plan_ranks  # noqa: F401
     except ImportError:
         return False
     return True
@@ -121,11 +120,12 @@ def with_bandwidth(
     outcome: JobOutcome, paths: Mapping[str, tuple[str, ...]], *, seed: int, settings: Settings | None = None
 ) -> JobOutcome:
     """The outcome with ring bus bandwidth of the pod-index order and of the planned order (planner required)."""
-    plan_module = importlib.import_module("planner._plan")
+    from planner import plan_ranks
+
     settings = settings or Settings()
     placement = worker_placement(outcome.job, outcome.nodes, namespace="train")
     topology = Topology(paths=dict(paths), fabric=settings.topology.fabric, source="simulation")
-    result = plan_module.plan_ranks(placement, topology, "ring", settings.planning.routing, rng=seed)
+    result = plan_ranks(placement, topology, "ring", settings.planning.routing, rng=seed)
     return replace(
         outcome,
         ring_busbw_pod_index=round(float(result.before.ring_busbw), 4),

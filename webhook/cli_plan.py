@@ -7,7 +7,6 @@ pod, node or field and the fix (exit status 2), and `plan` writes nothing unless
 from __future__ import annotations
 
 import argparse
-import importlib
 import json
 import logging
 import os
@@ -30,6 +29,7 @@ from planner import (
     load_topology_file,
     nodes_for_topology,
     read_placement,
+    render_placement_problems,
     render_rank_table,
     render_ranks_env,
     topology_for_placement,
@@ -37,7 +37,6 @@ from planner import (
     topology_from_nodes,
     topology_from_tor_configmap,
 )
-from planner._placement import render_problems
 from webhook.cli import CommandError
 from webhook.settings import RING_LABEL, AcceleratorProfile, Settings, SettingsError, load_settings
 
@@ -205,7 +204,7 @@ def _fabric(base: Fabric, args: argparse.Namespace) -> Fabric:
         if value is not None:
             changes[field] = value
     fabric = replace(base, **changes)
-    from planner._topology_file import check_fabric
+    from planner import check_fabric
 
     _guarded("fabric", None, lambda: check_fabric(fabric, "fabric"))
     return fabric
@@ -273,7 +272,7 @@ class _Case:
         for problem in readout.problems[1:]:
             log.debug("placement problem: %s", problem.render())
         if readout.placement is None or readout.problems:
-            raise CommandError(f"--pods {args.pods}: {render_problems(readout.problems)}")
+            raise CommandError(f"--pods {args.pods}: {render_placement_problems(readout.problems)}")
         self.placement: Placement = readout.placement
         topology = _topology(args, self.settings)
         self.topology = _guarded("topology", None, lambda: topology_for_placement(topology, self.placement))
@@ -289,7 +288,7 @@ class _Case:
             raise CommandError(f"--time-limit {self.time_limit}: must be positive")
 
     def plan(self) -> Any:
-        from planner._plan import plan_ranks
+        from planner import plan_ranks
 
         return _guarded(
             "plan",
@@ -375,9 +374,7 @@ def run_plan(args: argparse.Namespace) -> int:
 
 
 def _evaluations(case: _Case, seeds: int) -> tuple[dict[str, Any], Any, Any]:
-    from planner._baselines import baseline_order
-    from planner._network import job_network
-    from planner._simulate import evaluate_order
+    from planner import baseline_order, evaluate_order, job_network
 
     result = case.plan()
     network = _guarded(
@@ -455,12 +452,11 @@ def run_simulate(args: argparse.Namespace) -> int:
 
 def _plot(path: Path, case: _Case, network: Any, *, orders: dict[str, tuple[int, ...]], bound: int) -> None:
     """Draw the switch-link loads of the pod-index order and ringroute's order (ring flows, seed 0)."""
-    from planner._routes import pin_routes
-    from planner._simulate import link_loads, ring_flows
+    from planner import link_loads, pin_routes, ring_flows
 
     try:
-        plot_link_loads = importlib.import_module("planner._plot").plot_link_loads
-    except (ImportError, AttributeError) as exc:
+        from planner import plot_link_loads
+    except ImportError as exc:
         raise CommandError(f"--plot: plotting is not available ({exc}); pip install 'ringroute[plot]'") from None
     first = network.first_switch_link
     loads = []

@@ -23,11 +23,21 @@ from typing import Any, Literal
 
 from kubernetes_asyncio.client import ApiClient
 
-from planner import InputError, Placement, Topology
-from planner._placement import PlacementReadout, read_placement
-from planner._plan import PlanResult, plan_ranks
-from planner._ranktable import build_rank_table, render_rank_table, render_ranks_env
-from planner._topology_sources import topology_from_hypernodes, topology_from_nodes, topology_from_tor_configmap
+from planner import (
+    InputError,
+    Placement,
+    PlacementReadout,
+    PlanResult,
+    Topology,
+    build_rank_table,
+    plan_ranks,
+    read_placement,
+    render_rank_table,
+    render_ranks_env,
+    topology_from_hypernodes,
+    topology_from_nodes,
+    topology_from_tor_configmap,
+)
 from webhook.kube import (
     CONFIGMAPS,
     HYPERNODES,

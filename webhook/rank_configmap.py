@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypedDict
 
-from planner._ranktable import INITIALIZING_RANK_TABLE
+from planner import INITIALIZING_RANK_TABLE
 from webhook.launcher import launcher_script
 from webhook.settings import RING_LABEL, AcceleratorProfile, Settings
 

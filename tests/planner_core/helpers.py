@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from types import MappingProxyType
 
-from planner._model import Fabric, Placement, Topology, frozen_mapping
+from planner import Fabric, Placement, Topology
 from webhook.cli_extender import worker_placement
 
 
@@ -28,7 +29,7 @@ def make_topology(
             if slots is not None:
                 node_slots[node] = slots[leaf][i]
     return Topology(
-        paths=frozen_mapping(paths), slots=frozen_mapping(node_slots), fabric=fabric or Fabric(), source="test"
+        paths=MappingProxyType(paths), slots=MappingProxyType(node_slots), fabric=fabric or Fabric(), source="test"
     )
 
 

@@ -10,12 +10,19 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from planner._baselines import BASELINES, baseline_order
-from planner._errors import InputError, PlacementError, TopologyError
-from planner._model import Fabric, Placement, Topology
-from planner._network import job_network
-from planner._plan import plan_ranks
-from planner._simulate import evaluate_order
+from planner import (
+    BASELINES,
+    Fabric,
+    InputError,
+    Placement,
+    PlacementError,
+    Topology,
+    TopologyError,
+    baseline_order,
+    evaluate_order,
+    job_network,
+    plan_ranks,
+)
 from tests.planner_core.test_ring import ring_crossings
 
 

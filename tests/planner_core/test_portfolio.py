@@ -11,12 +11,21 @@ from collections.abc import Sequence
 import numpy as np
 import pytest
 
-from planner._baselines import baseline_order
-from planner._model import Pattern, Placement, Topology
-from planner._network import job_network
-from planner._plan import PORTFOLIO_BASELINES, _objective, plan_ranks
-from planner._simulate import OrderEvaluation, SeedMetrics, evaluate_order, order_seed_metrics, paired_difference
-from planner._topology_file import generate_topology
+from planner import (
+    OrderEvaluation,
+    Pattern,
+    Placement,
+    SeedMetrics,
+    Topology,
+    baseline_order,
+    evaluate_order,
+    generate_topology,
+    job_network,
+    order_seed_metrics,
+    paired_difference,
+    plan_ranks,
+)
+from planner._plan import PORTFOLIO_BASELINES, _objective
 from tests.planner_core.helpers import make_placement
 
 

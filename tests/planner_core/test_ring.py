@@ -7,8 +7,7 @@ import itertools
 import numpy as np
 import pytest
 
-from planner._model import Fabric
-from planner._network import job_network
+from planner import Fabric, job_network, lambda_star, link_loads, ring_flows
 from planner._ring import (
     ServerLayout,
     choose_boundary_servers,
@@ -16,7 +15,6 @@ from planner._ring import (
     grouped_ring_order,
     server_layout,
 )
-from planner._simulate import lambda_star, link_loads, ring_flows
 from tests.planner_core.helpers import make_placement, make_topology
 
 

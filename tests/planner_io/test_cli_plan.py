@@ -10,8 +10,7 @@ from typing import Any
 import pytest
 import yaml
 
-from planner import load_kube_objects, parse_rank_table
-from planner._ranktable import parse_ranks_env
+from planner import load_kube_objects, parse_rank_table, parse_ranks_env
 from tests.planner_io.factories import ANNOTATION_1980, pod, pod_list, sample_job_pods
 from webhook.cli import main
 

@@ -16,10 +16,10 @@ from planner import (
     Server,
     build_rank_table,
     parse_rank_table,
+    parse_ranks_env,
     render_rank_table,
     render_ranks_env,
 )
-from planner._ranktable import parse_ranks_env
 
 
 def server(

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from planner._model import Fabric, Layout, Topology
-from planner._network import JobNetwork, job_network
+from planner import Fabric, JobNetwork, Layout, Topology, job_network
 
 
 def clos(

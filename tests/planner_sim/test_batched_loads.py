@@ -7,10 +7,17 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from planner._errors import InputError
-from planner._model import Layout, Topology
-from planner._routes import pin_routes
-from planner._simulate import ecmp_max_loads, halving_doubling_steps, link_loads, max_link_loads, ring_flows
+from planner import (
+    InputError,
+    Layout,
+    Topology,
+    ecmp_max_loads,
+    halving_doubling_steps,
+    link_loads,
+    max_link_loads,
+    pin_routes,
+    ring_flows,
+)
 from tests.planner_sim.fabrics import clos, network
 
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from planner._model import Pattern
-from planner._network import JobNetwork
-from planner._simulate import (
+from planner import (
+    JobNetwork,
+    Pattern,
     evaluate_order,
     halving_doubling_steps,
     order_seed_metrics,

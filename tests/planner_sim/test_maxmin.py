@@ -7,7 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy.optimize import linprog
 
-from planner._simulate import flow_rates, link_loads, max_min_rates, ring_flows
+from planner import flow_rates, link_loads, max_min_rates, ring_flows
 from tests.planner_sim.fabrics import clos, network
 
 

@@ -5,8 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from planner._errors import TopologyError
-from planner._network import LINK_TIER_LEAF, LINK_TIER_NIC, LINK_TIER_SPINE, job_network
+from planner import LINK_TIER_LEAF, LINK_TIER_NIC, LINK_TIER_SPINE, TopologyError, job_network
 from tests.planner_sim.fabrics import clos, network
 
 

@@ -6,7 +6,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from planner._simulate import halving_doubling_sizes, halving_doubling_steps, ring_flows
+from planner import halving_doubling_sizes, halving_doubling_steps, ring_flows
 
 
 def test_ring_sends_from_every_rank_to_the_next_in_rank_order() -> None:

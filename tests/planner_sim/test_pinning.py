@@ -8,9 +8,17 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from planner._model import Layout
-from planner._routes import RoutePlan, edge_colouring, pin_routes
-from planner._simulate import evaluate_order, halving_doubling_steps, lambda_star, link_loads, ring_flows
+from planner import (
+    Layout,
+    RoutePlan,
+    edge_colouring,
+    evaluate_order,
+    halving_doubling_steps,
+    lambda_star,
+    link_loads,
+    pin_routes,
+    ring_flows,
+)
 from tests.planner_sim.fabrics import clos, network
 
 

@@ -8,10 +8,16 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from planner._model import Layout, Topology
-from planner._network import JobNetwork
-from planner._routes import pin_routes
-from planner._simulate import halving_doubling_steps, lambda_star, link_loads, ring_flows
+from planner import (
+    JobNetwork,
+    Layout,
+    Topology,
+    halving_doubling_steps,
+    lambda_star,
+    link_loads,
+    pin_routes,
+    ring_flows,
+)
 from tests.planner_sim.fabrics import clos, network
 
 

@@ -7,10 +7,16 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from planner._errors import InputError
-from planner._network import LINK_TIER_NIC, LINK_TIER_SPINE
-from planner._routes import pin_routes
-from planner._simulate import evaluate_order, lambda_star, link_loads, ring_flows
+from planner import (
+    LINK_TIER_NIC,
+    LINK_TIER_SPINE,
+    InputError,
+    evaluate_order,
+    lambda_star,
+    link_loads,
+    pin_routes,
+    ring_flows,
+)
 from tests.planner_sim.fabrics import clos, network
 
 # Servers of `clos([2, 2, 2])`: 0, 1 on leaf-0; 2, 3 on leaf-1; 4, 5 on leaf-2 (slot = position on the leaf).
@@ -143,7 +149,7 @@ def test_bad_order_and_routing_are_rejected_with_the_argument_named() -> None:
 
 
 def test_plot_link_loads_writes_a_png(tmp_path: Path) -> None:
-    from planner._plot import plot_link_loads
+    from planner import plot_link_loads
 
     net = network(clos([2, 2, 2]))
     flows = ring_flows(COLLIDING_RING)
