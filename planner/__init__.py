@@ -15,8 +15,8 @@ from planner._model import (
     Topology,
 )
 
-# -- placement, topology sources and rank-table formats (planner/_placement.py, _topology_sources.py, _ranktable.py) --
-from planner._placement import (
+# -- placement, topology sources and rank-table formats (planner/io) --
+from planner.io._placement import (
     PlacementProblem,
     PlacementReadout,
     load_kube_objects,
@@ -24,7 +24,7 @@ from planner._placement import (
     read_placement,
     render_placement_problems,
 )
-from planner._ranktable import (
+from planner.io._ranktable import (
     INITIALIZING_RANK_TABLE,
     RankTable,
     RankTableDevice,
@@ -35,30 +35,32 @@ from planner._ranktable import (
     render_rank_table,
     render_ranks_env,
 )
-from planner._topology_file import check_fabric
-from planner._topology_sources import (
-    DEFAULT_LABEL_KEYS,
+from planner.io._topology_file import (
+    check_fabric,
     dump_topology_file,
     generate_topology,
     load_topology_file,
     nodes_for_topology,
+)
+from planner.io._topology_sources import (
+    DEFAULT_LABEL_KEYS,
     topology_for_placement,
     topology_from_hypernodes,
     topology_from_nodes,
     topology_from_tor_configmap,
 )
 
-# -- planning, routes and simulation (planner/_plan.py, _ring.py, _hd.py, _routes.py, _simulate.py) --
+# -- rank planning (planner/core) --
 # isort: split
-from planner._baselines import BASELINES, baseline_order
-from planner._plan import STATUS_MESSAGES, PlanResult, plan_ranks
+from planner.core._baselines import BASELINES, baseline_order
+from planner.core._plan import STATUS_MESSAGES, PlanResult, plan_ranks
 
-# -- network model, simulator and route pinning (planner-sim) --
+# -- network model, simulator and route pinning (planner/sim) --
 # isort: split
-from planner._network import LINK_TIER_LEAF, LINK_TIER_NIC, LINK_TIER_SPINE, JobNetwork, job_network
-from planner._plot import plot_link_loads
-from planner._routes import RoutePlan, RoutesFile, edge_colouring, pin_routes
-from planner._simulate import (
+from planner.sim._network import LINK_TIER_LEAF, LINK_TIER_NIC, LINK_TIER_SPINE, JobNetwork, job_network
+from planner.sim._pinning import RoutePlan, RoutesFile, edge_colouring, pin_routes
+from planner.sim._plot import plot_link_loads
+from planner.sim._routing import (
     OrderEvaluation,
     SeedMetrics,
     ecmp_max_loads,

@@ -25,7 +25,7 @@ from planner import (
     paired_difference,
     plan_ranks,
 )
-from planner._plan import PORTFOLIO_BASELINES, _objective
+from planner.core._plan import PORTFOLIO_BASELINES, _objective
 from tests.planner_core.helpers import make_placement
 
 

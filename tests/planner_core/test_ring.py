@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from planner import Fabric, job_network, lambda_star, link_loads, ring_flows
-from planner._ring import (
+from planner.core._ring import (
     ServerLayout,
     choose_boundary_servers,
     cross_edge_bounds,

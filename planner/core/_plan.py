@@ -12,9 +12,10 @@ from typing import TYPE_CHECKING, Any, get_args
 import numpy as np
 from scipy.special import bdtr
 
-from planner._baselines import baseline_order
 from planner._errors import InputError, PlacementError
-from planner._hd import (
+from planner._model import Pattern, Placement, Routing, Topology
+from planner.core._baselines import baseline_order
+from planner.core._halving_doubling import (
     QAP_MAX_SERVERS,
     block_order,
     distance_matrix,
@@ -24,9 +25,7 @@ from planner._hd import (
     traffic_matrix,
     traffic_pairs,
 )
-from planner._model import Pattern, Placement, Routing, Topology
-from planner._network import JobNetwork, job_network
-from planner._ring import (
+from planner.core._ring import (
     ServerLayout,
     cross_edge_bounds,
     cross_edge_counts,
@@ -34,7 +33,8 @@ from planner._ring import (
     ring_candidates,
     server_layout,
 )
-from planner._simulate import (
+from planner.sim._network import JobNetwork, job_network
+from planner.sim._routing import (
     STEP_PATTERNS,
     OrderEvaluation,
     SeedMetrics,
@@ -51,7 +51,7 @@ from planner._simulate import (
 )
 
 if TYPE_CHECKING:
-    from planner._routes import RoutePlan
+    from planner.sim._pinning import RoutePlan
 
 STATUS_MESSAGES = {
     0: "planned: every lower bound of the pattern's structure is met",
@@ -757,7 +757,7 @@ def plan_ranks(
             order = _simulated_choice(search, network, checked, lambda o: True)
     routes = None
     if checked.routing == "pinned":
-        from planner._routes import pin_routes
+        from planner.sim._pinning import pin_routes
 
         routes = pin_routes(network, _pattern_steps(order, checked.pattern))
     seeds = _report_seeds(network, checked.routing, checked.qps)

@@ -1,5 +1,5 @@
 """Every topology source, normalised to one `Topology`: node labels, Volcano HyperNodes, MindCluster's
-`basic-tor-node-cm` ConfigMap, and ringroute's own topology file (in `_topology_file`, re-exported here).
+`basic-tor-node-cm` ConfigMap, and ringroute's own topology file (read and written in `_topology_file`).
 
 Errors are TopologyError with one line naming the node or object and the fix.
 """
@@ -14,14 +14,10 @@ from typing import Any
 
 from planner._errors import InputError, TopologyError
 from planner._model import Fabric, Placement, Topology, frozen_mapping
-from planner._topology_file import (
+from planner.io._topology_file import (
     DEFAULT_FABRIC,
-    dump_topology_file,
-    generate_topology,
-    load_topology_file,
     natural_key,
     node_addresses,
-    nodes_for_topology,
     validated_topology,
 )
 
@@ -389,10 +385,6 @@ def topology_for_placement(topology: Topology, placement: Placement) -> Topology
 __all__ = [
     "DEFAULT_LABEL_KEYS",
     "TOR_INFO_KEY",
-    "dump_topology_file",
-    "generate_topology",
-    "load_topology_file",
-    "nodes_for_topology",
     "topology_for_placement",
     "topology_from_hypernodes",
     "topology_from_nodes",

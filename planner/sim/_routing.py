@@ -20,10 +20,10 @@ import numpy as np
 
 from planner._errors import InputError
 from planner._model import Pattern, Routing
-from planner._network import JobNetwork
+from planner.sim._network import JobNetwork
 
 if TYPE_CHECKING:
-    from planner._routes import RoutePlan
+    from planner.sim._pinning import RoutePlan
 
 _CAPACITY_EPS = 1e-9
 _BATCH_COUNT_CELLS = 1 << 21
@@ -1105,7 +1105,7 @@ def _step_bound(network: JobNetwork, flows: np.ndarray, routes: RoutePlan | None
 
 def _complete_routes(network: JobNetwork, steps: list[np.ndarray], routes: RoutePlan | None) -> RoutePlan:
     """`routes` extended with pinned routes for the steps it does not cover."""
-    from planner._routes import pin_routes
+    from planner.sim._pinning import pin_routes
 
     missing = [s for s in steps if routes is None or routes.assignment_for(s) is None]
     if not missing:

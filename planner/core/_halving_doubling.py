@@ -16,7 +16,7 @@ from collections.abc import Sequence
 import numpy as np
 from scipy.optimize import linear_sum_assignment, quadratic_assignment
 
-from planner._ring import ServerLayout, _leaf_sequence, domain_ranks_first_seen
+from planner.core._ring import ServerLayout, _leaf_sequence, domain_ranks_first_seen
 
 QAP_MAX_SERVERS = 64
 """Largest job the 2-opt polish runs on (its cost grows as n^3 per sweep)."""

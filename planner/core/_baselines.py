@@ -8,9 +8,9 @@ import numpy as np
 from scipy.optimize import quadratic_assignment
 
 from planner._errors import InputError
-from planner._hd import distance_matrix, traffic_matrix
 from planner._model import Pattern, Placement, Topology
-from planner._ring import server_layout
+from planner.core._halving_doubling import distance_matrix, traffic_matrix
+from planner.core._ring import server_layout
 
 BASELINES: tuple[str, ...] = ("pod-index", "hostname", "random", "nslb", "leaf-grouped", "qap")
 """Names `baseline_order` accepts."""
@@ -77,7 +77,7 @@ def baseline_order(
         )
     if n < 3:
         return _rotated_to(range(n), master)
-    from planner._simulate import halving_doubling_steps, ring_flows
+    from planner.sim._routing import halving_doubling_steps, ring_flows
 
     identity = np.arange(n)
     steps = [ring_flows(identity)] if pattern != "halving-doubling" else []

@@ -26,8 +26,8 @@ from scipy.sparse import csr_matrix
 from scipy.sparse.csgraph import connected_components, maximum_bipartite_matching
 
 from planner._errors import InputError
-from planner._network import JobNetwork
-from planner._simulate import _check_flows, lambda_star
+from planner.sim._network import JobNetwork
+from planner.sim._routing import _check_flows, lambda_star
 
 EXACT_MAX_CHOICES = 20_000
 """Largest number of (flow, spine, core) choices the exact solver takes on; bigger steps keep the colouring."""
