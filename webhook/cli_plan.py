@@ -168,7 +168,7 @@ def _settings(args: argparse.Namespace) -> Settings:
     try:
         return load_settings(args.settings)
     except SettingsError as exc:
-        raise CommandError(str(exc)) from None
+        raise CommandError(f"--settings {exc}") from None
 
 
 def _profile(settings: Settings, pods: Sequence[dict[str, Any]], requested: str | None) -> AcceleratorProfile:

@@ -10,7 +10,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import dataclasses
 import gc
 import importlib
 import logging
@@ -28,6 +27,7 @@ if TYPE_CHECKING:
     from webhook.kube import KubeRepository
     from webhook.mutation import ClusterFacts
     from webhook.server import AdmissionHandlers
+    from webhook.settings import Settings
 
 log = logging.getLogger("ringroute.serve")
 
@@ -163,21 +163,23 @@ def _extender(args: argparse.Namespace) -> int:
     return asyncio.run(run_extender(options))
 
 
-def load_options_settings(options: ServeOptions) -> Any:
-    """The settings tree from --config plus the flags that override it."""
+def load_options_settings(options: ServeOptions) -> Settings:
+    """The settings tree from --config plus the flags that override it; CommandError with every problem."""
+    from msgspec.structs import replace
+
     from webhook.settings import SettingsError, load_settings
 
     try:
         settings = load_settings(options.config)
     except SettingsError as exc:
-        raise CommandError(str(exc)) from exc
-    controller = dataclasses.replace(settings.controller, enabled=settings.controller.enabled and options.controller)
-    extender = dataclasses.replace(
+        raise CommandError(f"--config {exc}") from None
+    controller = replace(settings.controller, enabled=settings.controller.enabled and options.controller)
+    extender = replace(
         settings.extender,
         enabled=settings.extender.enabled and options.extender,
         listen=options.extender_listen or settings.extender.listen,
     )
-    return dataclasses.replace(settings, controller=controller, extender=extender)
+    return replace(settings, controller=controller, extender=extender)
 
 
 def _worker_main(options: ServeOptions, primary: bool) -> None:

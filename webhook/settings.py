@@ -1,22 +1,40 @@
 """One frozen settings tree, built once at start-up from a YAML file (a ConfigMap in the cluster) and flags.
 
 Every field says what its default means. Nothing reads settings from globals: the tree is passed explicitly.
+
+The sections are frozen msgspec Structs whose annotations carry the limits (`Annotated[int, Meta(ge=1)]`).
+msgspec stops at the first error, so the parsed YAML is first read against the same types here, collecting every
+problem (unknown keys, wrong types, values outside their choices or limits), then converted by msgspec, then
+checked across fields; a bad file is refused with one line per problem, each naming the key as the user spelt it.
 """
 
 from __future__ import annotations
 
-import dataclasses
-from collections.abc import Mapping
-from dataclasses import dataclass
+import functools
+import math
+import re
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any, Literal, TypeVar
+from typing import Annotated, Any, Literal, get_args, get_origin, get_type_hints
 
-import yaml
+import msgspec
+import msgspec.inspect
 
 from planner import Fabric
 
 RuleMode = Literal["reject", "warn"]
 BelowMinNodes = Literal["reject", "skip"]
+
+AtLeastOne = Annotated[int, msgspec.Meta(ge=1)]
+"""A count: 1 or more."""
+Positive = Annotated[float, msgspec.Meta(gt=0)]
+"""Seconds or a factor that must be above zero."""
+ZeroOrMore = Annotated[float, msgspec.Meta(ge=0)]
+"""Seconds where zero means no wait."""
+Name = Annotated[str, msgspec.Meta(min_length=1)]
+"""A name that must not be empty."""
+AbsolutePath = Annotated[str, msgspec.Meta(pattern="^/")]
+"""A path from the root of a node or a container."""
 
 RING_LABEL = "ring-controller.cce"
 """Label on the Job and its pod templates that marks an NPU job (value = accelerator profile)."""
@@ -35,13 +53,12 @@ NPU_PODS_ANNOTATION = "ringroute.io/npu-pods"
 """Pod-template annotation the mutator writes on CREATE: the job's total NPU pods (the gang the extender places)."""
 
 
-@dataclass(frozen=True, slots=True)
-class HostPathVolume:
+class HostPathVolume(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     """A driver file or directory from the node, mounted at the same path in NPU containers."""
 
-    name: str
+    name: Name
     """Volume name in the pod spec."""
-    path: str
+    path: AbsolutePath
     """Path on the node, and mount path in the container."""
 
 
@@ -54,27 +71,26 @@ DEFAULT_HOST_PATHS: tuple[HostPathVolume, ...] = (
 )
 
 
-@dataclass(frozen=True, slots=True)
-class AcceleratorProfile:
+class AcceleratorProfile(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     """What a value of the `ring-controller.cce` label means on this cluster."""
 
-    label_value: str = "ascend-1980"
+    label_value: Name = "ascend-1980"
     """The `ring-controller.cce` label value that selects this profile."""
-    resource_name: str = "huawei.com/ascend-1980"
+    resource_name: Name = "huawei.com/ascend-1980"
     """Extended resource of one NPU card."""
-    cards_per_node: int = 8
+    cards_per_node: AtLeastOne = 8
     """Cards on one node; a route-planned pod must request all of them."""
-    allowed_cards: tuple[int, ...] = (1, 2, 4, 8)
-    """Card counts a pod may request (HCCL supports these groupings)."""
+    allowed_cards: Annotated[tuple[AtLeastOne, ...], msgspec.Meta(min_length=1)] = (1, 2, 4, 8)
+    """Card counts a pod may request (HCCL supports these groupings); each at most cards_per_node."""
     rank_table_version: Literal["1.0", "1.2"] = "1.0"
     """jobstart_hccl.json version: "1.0" for Snt9b/910B, "1.2" (super-pod fields) for Snt9b23/910C."""
     configmap_prefix: str = "configmap1980-"
     """The rank-table ConfigMap is named prefix + job name."""
-    mount_path: str = "/user/config"
+    mount_path: AbsolutePath = "/user/config"
     """Directory where the ConfigMap is mounted in NPU containers."""
-    rank_table_file: str = "jobstart_hccl.json"
+    rank_table_file: Name = "jobstart_hccl.json"
     """File (ConfigMap key) of the rank table under mount_path."""
-    device_annotation_keys: tuple[str, ...] = (
+    device_annotation_keys: Annotated[tuple[Name, ...], msgspec.Meta(min_length=1)] = (
         "cce.kubectl.kubernetes.io/ascend-1980-configuration",
         "ascend.kubectl.kubernetes.io/ascend-910-configuration",
     )
@@ -82,7 +98,7 @@ class AcceleratorProfile:
     host_path_volumes: tuple[HostPathVolume, ...] = DEFAULT_HOST_PATHS
     """Driver volumes every NPU container needs."""
     node_selector: tuple[tuple[str, str], ...] = (("accelerator/huawei-npu", "ascend-1980"),)
-    """nodeSelector entries added to NPU pod templates when absent."""
+    """nodeSelector entries added to NPU pod templates when absent (a mapping in YAML)."""
     gzip_rank_table: bool = False
     """Store the rank table gzip+base64 in binaryData when it exceeds the ConfigMap limit."""
 
@@ -107,17 +123,16 @@ DEFAULT_PROFILES: tuple[AcceleratorProfile, ...] = (
 )
 
 
-@dataclass(frozen=True, slots=True)
-class PolicySettings:
+class PolicySettings(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     """How strictly admission enforces each rule."""
 
     below_min_nodes: BelowMinNodes = "reject"
     """Route-planned job with fewer than min_route_plan_nodes pods: reject, or admit and plan without routing."""
-    min_route_plan_nodes: int = 3
+    min_route_plan_nodes: AtLeastOne = 3
     """Route planning needs at least this many NPU pods (ring neighbours on different leaves)."""
     rule_modes: tuple[tuple[str, RuleMode], ...] = ()
-    """Per-rule overrides by rule name; rules not listed reject."""
-    shared_host_path_prefixes: tuple[str, ...] = ("/mnt/sfs_turbo", "/mnt/nfs", "/mnt/shared")
+    """Per-rule overrides by rule name (a mapping in YAML); rules not listed reject."""
+    shared_host_path_prefixes: tuple[AbsolutePath, ...] = ("/mnt/sfs_turbo", "/mnt/nfs", "/mnt/shared")
     """hostPath prefixes that are network filesystems on this cluster (a working dir there is rejected)."""
 
     def mode(self, rule: str) -> RuleMode:
@@ -125,79 +140,75 @@ class PolicySettings:
         return dict(self.rule_modes).get(rule, "reject")
 
 
-@dataclass(frozen=True, slots=True)
-class TopologySettings:
+class TopologySettings(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     """Where the network topology comes from."""
 
-    label_keys: tuple[str, ...] = ()
+    label_keys: tuple[Name, ...] = ()
     """Node label keys, top-most tier first; empty recognises volcano.sh/tor, NVIDIA and topograph labels."""
     use_hypernodes: bool = True
     """Read Volcano HyperNode objects when the CRD exists (they win over labels)."""
     tor_configmap: str | None = None
     """`namespace/name` of a MindCluster basic-tor-node-cm ConfigMap to read leaves and slice ids from."""
     fabric: Fabric = Fabric()
-    """Link rate, uplinks and oversubscription: facts labels do not carry."""
+    """Link rate, uplinks and oversubscription: facts labels do not carry (the default is a 1:1 Clos)."""
 
 
-@dataclass(frozen=True, slots=True)
-class PlanningSettings:
+class PlanningSettings(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     """Defaults for rank planning."""
 
     pattern: Literal["ring", "halving-doubling", "mixed"] = "ring"
     """Collective pattern to optimise for."""
     routing: Literal["ecmp", "slice", "pinned"] = "ecmp"
     """Routing model of the fabric."""
-    qps_per_connection: int = 1
+    qps_per_connection: AtLeastOne = 1
     """HCCL_RDMA_QPS_PER_CONNECTION: queue pairs hashed independently per connection under ecmp."""
-    time_limit_s: float = 2.0
+    time_limit_s: Positive = 2.0
     """Planner time budget per job."""
-    seed: int = 0
+    seed: Annotated[int, msgspec.Meta(ge=0)] = 0
     """Seed of the planner's rng (plans are deterministic)."""
 
 
-@dataclass(frozen=True, slots=True)
-class ControllerSettings:
+class ControllerSettings(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     """The rank-table controller inside `ringroute serve`."""
 
     enabled: bool = True
     """Run the controller (every replica still serves admission)."""
-    namespace: str | None = None
+    namespace: Name | None = None
     """Watch one namespace; None watches all."""
-    debounce_s: float = 0.2
+    debounce_s: ZeroOrMore = 0.2
     """Wait this long after the last change to a job before reconciling it."""
-    lease_name: str = "ringroute-controller"
+    lease_name: Name = "ringroute-controller"
     """coordination.k8s.io Lease used for leader election."""
-    lease_namespace: str = "ringroute-system"
+    lease_namespace: Name = "ringroute-system"
     """Namespace of the Lease."""
-    lease_duration_s: float = 15.0
+    lease_duration_s: Positive = 15.0
     """Lease duration; a new leader takes over at most this long after the old one dies."""
-    renew_deadline_s: float = 10.0
-    """Leader gives up (stops writing) when it cannot renew within this."""
-    retry_period_s: float = 2.0
-    """Interval between lease acquire/renew attempts."""
-    launcher_timeout_s: int = 1800
+    renew_deadline_s: Positive = 10.0
+    """Leader gives up (stops writing) when it cannot renew within this; shorter than lease_duration_s."""
+    retry_period_s: Positive = 2.0
+    """Interval between lease acquire/renew attempts; shorter than renew_deadline_s."""
+    launcher_timeout_s: AtLeastOne = 1800
     """Launcher waits at most this long for a completed rank table."""
-    orphan_grace_s: float = 300.0
+    orphan_grace_s: Positive = 300.0
     """Delete ConfigMaps ringroute created for jobs that never appeared after this long."""
-    pending_event_interval_s: float = 10.0
+    pending_event_interval_s: ZeroOrMore = 10.0
     """Minimum seconds between two RankTablePending Events of one job (posted only when the message changed)."""
-    configmap_create_workers: int = 8
+    configmap_create_workers: AtLeastOne = 8
     """Concurrent creations of rank-table ConfigMaps for new Jobs (a burst of jobs is served this many at a time)."""
 
 
-@dataclass(frozen=True, slots=True)
-class ExtenderSettings:
+class ExtenderSettings(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     """The Volcano scheduler extender endpoint."""
 
     enabled: bool = True
     """Serve /extender/* on its own port."""
     listen: str = "0.0.0.0:8888"
-    """Address of the extender's HTTP listener."""
-    max_body_mib: int = 128
+    """Address of the extender's HTTP listener (ADDR:PORT)."""
+    max_body_mib: AtLeastOne = 128
     """Largest predicate, prioritize or event body in MiB (a prioritize call of Volcano 1.9+ with default flags is
     at most about 25 MiB; 1.7/1.8 send every free node: about 17 MiB per 1,000). Larger ones get a neutral
     answer, unread."""
-    job_memory_ttl_s: float = 900.0
+    job_memory_ttl_s: Positive = 900.0
     """Forget a job's placement memory when no call mentioned it for this long."""
     gang_planning: bool = True
     """Plan each route-planned job's leaves once per scheduling session and steer Volcano's task-by-task
@@ -205,35 +216,33 @@ class ExtenderSettings:
     enforce_plan: bool = True
     """With onSessionOpen data, the predicate refuses nodes outside the plan: Volcano offers prioritize only a
     share of the feasible nodes on clusters over 100 nodes, so scores alone cannot reach the planned leaves."""
-    plan_attempts: int = 2
+    plan_attempts: AtLeastOne = 2
     """Sessions a job may stay pending under an enforced plan before its plan is only scored, not enforced."""
-    plan_ttl_s: float = 30.0
+    plan_ttl_s: Positive = 30.0
     """Without onSessionOpen (sessions invisible), keep a job's plan this long after the last call that used it."""
-    score_weight: float = 100.0
+    score_weight: Positive = 100.0
     """Multiplies the extender's scores (0-100 before weighting, 5 points between preferences): at 100 each step
     is 500 of Volcano's points, more than the 350 nodeorder and binpack can add at their default weights."""
-    max_state_mib: int = 256
+    max_state_mib: AtLeastOne = 256
     """Memory for what the extender keeps between calls (node views, by estimated bytes); the least recently seen
     nodes are forgotten first."""
-    max_session_open_mib: int = 256
+    max_session_open_mib: AtLeastOne = 256
     """Largest onSessionOpen body read (Volcano sends its whole cache: about 60-85 MiB per 1,000 nodes); a larger
     one is answered without being used, and the extender plans from what calls show."""
 
 
-@dataclass(frozen=True, slots=True)
-class NetworkTopologySettings:
+class NetworkTopologySettings(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     """`spec.networkTopology` that admission requests for route-planned jobs on Volcano with HyperNodes (v1.12+)."""
 
     inject: Literal["auto", "always", "never"] = "auto"
     """auto: request it when the cluster has HyperNode objects (checked by `ringroute serve`); always; never."""
     mode: Literal["hard", "soft"] = "hard"
     """Volcano's mode: hard keeps the job within the tier, soft prefers it."""
-    highest_tier_allowed: int = 1
+    highest_tier_allowed: AtLeastOne = 1
     """Highest HyperNode tier the job may span (1 = one leaf switch)."""
 
 
-@dataclass(frozen=True, slots=True)
-class VolcanoSettings:
+class VolcanoSettings(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     """Facts about the Volcano release and distribution the cluster runs."""
 
     version: str = "auto"
@@ -247,18 +256,23 @@ class VolcanoSettings:
     """What admission requests of Volcano's own network-topology-aware scheduling."""
 
 
-@dataclass(frozen=True, slots=True)
-class Settings:
+class Settings(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     """The whole configuration of a ringroute process."""
 
-    profiles: tuple[AcceleratorProfile, ...] = DEFAULT_PROFILES
-    """Accelerator profiles by label value."""
+    profiles: Annotated[tuple[AcceleratorProfile, ...], msgspec.Meta(min_length=1)] = DEFAULT_PROFILES
+    """Accelerator profiles by label value: the 8-card `ascend-1980` and the 16-card super-pod profile."""
     policy: PolicySettings = PolicySettings()
+    """How admission enforces its rules: by default every rule rejects."""
     topology: TopologySettings = TopologySettings()
+    """Where the topology comes from: by default HyperNodes, else well-known node labels, on a 1:1 Clos."""
     planning: PlanningSettings = PlanningSettings()
+    """Planning defaults: by default rings under ECMP, one queue pair, 2 s per job."""
     controller: ControllerSettings = ControllerSettings()
+    """The rank-table controller: by default on, leader-elected through a Lease in ringroute-system."""
     extender: ExtenderSettings = ExtenderSettings()
+    """The scheduler extender: by default on port 8888, planning each job's gang."""
     volcano: VolcanoSettings = VolcanoSettings()
+    """The Volcano release and distribution: by default detected, open-source Volcano."""
 
     def profile(self, label_value: str | None) -> AcceleratorProfile | None:
         """The profile selected by a `ring-controller.cce` label value, if any."""
@@ -269,196 +283,22 @@ class Settings:
 
 
 class SettingsError(ValueError):
-    """The settings file or a flag is invalid; the message names the key."""
+    """The settings file or a flag is invalid: every problem found, one line each, naming the key path."""
 
+    def __init__(self, problems: str | tuple[str, ...] | list[str], source: str | None = None) -> None:
+        self.problems: tuple[str, ...] = (problems,) if isinstance(problems, str) else tuple(problems)
+        """One line per problem, `key.path: what is wrong`."""
+        self.source = source
+        """The file the problems are in, when there is one."""
+        super().__init__(self.problems, source)
 
-T = TypeVar("T")
-
-
-def _build(cls: type[T], data: Any, where: str) -> T:
-    """Build a frozen dataclass from a mapping, converting lists to tuples and nested mappings to dataclasses."""
-    if isinstance(data, cls):
-        return data
-    if not isinstance(data, Mapping):
-        raise SettingsError(f"{where}: expected a mapping, got {type(data).__name__}")
-    fields = {f.name: f for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
-    kwargs: dict[str, Any] = {}
-    for raw_key, value in data.items():
-        key = _snake(str(raw_key))
-        if key not in fields:
-            raise SettingsError(f"{where}.{raw_key}: unknown setting (known: {', '.join(sorted(fields))})")
-        kwargs[key] = _convert(fields[key].type, value, f"{where}.{raw_key}", cls)
-    try:
-        return cls(**kwargs)
-    except TypeError as exc:
-        raise SettingsError(f"{where}: {exc}") from exc
-
-
-_NESTED: dict[str, type[Any]] = {
-    "PolicySettings": PolicySettings,
-    "TopologySettings": TopologySettings,
-    "PlanningSettings": PlanningSettings,
-    "ControllerSettings": ControllerSettings,
-    "ExtenderSettings": ExtenderSettings,
-    "VolcanoSettings": VolcanoSettings,
-    "NetworkTopologySettings": NetworkTopologySettings,
-    "Fabric": Fabric,
-}
-
-
-def _convert(annotation: Any, value: Any, where: str, owner: type[Any]) -> Any:
-    text = str(annotation)
-    if text in _NESTED:
-        return _build(_NESTED[text], value, where)
-    if text == "tuple[AcceleratorProfile, ...]":
-        if not isinstance(value, list | tuple):
-            raise SettingsError(f"{where}: expected a list of profiles")
-        return tuple(
-            _build(AcceleratorProfile, _profile_data(item, f"{where}[{i}]"), f"{where}[{i}]")
-            for i, item in enumerate(value)
-        )
-    if text == "tuple[HostPathVolume, ...]":
-        if not isinstance(value, list | tuple):
-            raise SettingsError(f"{where}: expected a list of {{name, path}}")
-        return tuple(_build(HostPathVolume, item, f"{where}[{i}]") for i, item in enumerate(value))
-    if text.startswith("tuple[tuple[str,"):
-        if isinstance(value, Mapping):
-            return tuple((str(k), str(v)) for k, v in value.items())
-        if isinstance(value, tuple):
-            return value
-        raise SettingsError(f"{where}: expected a mapping")
-    if text.startswith("tuple["):
-        if not isinstance(value, list | tuple):
-            raise SettingsError(f"{where}: expected a list")
-        return tuple(value)
-    if text == "float":
-        if not isinstance(value, int | float) or isinstance(value, bool):
-            raise SettingsError(f"{where}: expected a number, got {value!r}")
-        return float(value)
-    if text == "int" and not (isinstance(value, int) and not isinstance(value, bool)):
-        raise SettingsError(f"{where}: expected an integer, got {value!r}")
-    if text == "bool" and not isinstance(value, bool):
-        raise SettingsError(f"{where}: expected true or false, got {value!r}")
-    if text.startswith("Literal[") or text in {"RuleMode", "BelowMinNodes", "Layout"}:
-        return value
-    return value
-
-
-def _profile_data(item: Any, where: str) -> Any:
-    """Profiles may name a built-in profile to start from (`base: ascend-1980`)."""
-    if not isinstance(item, Mapping):
-        raise SettingsError(f"{where}: expected a mapping")
-    data = dict(item)
-    base_name = data.pop("base", None)
-    if base_name is None:
-        return data
-    base = next((p for p in DEFAULT_PROFILES if p.label_value == base_name), None)
-    if base is None:
-        raise SettingsError(f"{where}.base: unknown built-in profile {base_name!r}")
-    merged = {f.name: getattr(base, f.name) for f in dataclasses.fields(base)}
-    merged.update({_snake(str(k)): v for k, v in data.items()})
-    return merged
-
-
-def _snake(key: str) -> str:
-    """Accept camelCase keys (Kubernetes style) as well as snake_case."""
-    out = []
-    for ch in key:
-        if ch.isupper():
-            out.append("_")
-            out.append(ch.lower())
-        else:
-            out.append(ch)
-    return "".join(out).replace("-", "_")
-
-
-def settings_from_mapping(data: Mapping[str, Any] | None) -> Settings:
-    """Build and check the settings tree from parsed YAML (None gives the defaults)."""
-    settings = _build(Settings, data or {}, "settings")
-    _check(settings)
-    return settings
-
-
-def load_settings(path: str | Path | None = None, **overrides: Any) -> Settings:
-    """Read the settings file (if any), then apply flag overrides given as top-level fields."""
-    data: dict[str, Any] = {}
-    if path is not None:
-        try:
-            loaded = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
-        except (OSError, yaml.YAMLError) as exc:
-            raise SettingsError(f"{path}: cannot read settings: {exc}") from exc
-        if loaded is not None and not isinstance(loaded, Mapping):
-            raise SettingsError(f"{path}: the settings file must be a mapping")
-        data = dict(loaded or {})
-    settings = settings_from_mapping(data)
-    if overrides:
-        settings = dataclasses.replace(settings, **overrides)
-        _check(settings)
-    return settings
-
-
-def _check(settings: Settings) -> None:
-    seen: set[str] = set()
-    for i, profile in enumerate(settings.profiles):
-        where = f"settings.profiles[{i}]"
-        if profile.label_value in seen:
-            raise SettingsError(f"{where}.labelValue: duplicate profile {profile.label_value!r}")
-        seen.add(profile.label_value)
-        if profile.cards_per_node < 1:
-            raise SettingsError(f"{where}.cardsPerNode: must be at least 1")
-        if any(c < 1 or c > profile.cards_per_node for c in profile.allowed_cards):
-            raise SettingsError(f"{where}.allowedCards: every count must be in 1..cardsPerNode")
-        if profile.rank_table_version not in ("1.0", "1.2"):
-            raise SettingsError(f'{where}.rankTableVersion: must be "1.0" or "1.2"')
-    if settings.policy.below_min_nodes not in ("reject", "skip"):
-        raise SettingsError("settings.policy.belowMinNodes: must be reject or skip")
-    for rule, mode in settings.policy.rule_modes:
-        if mode not in ("reject", "warn"):
-            raise SettingsError(f"settings.policy.ruleModes.{rule}: must be reject or warn")
-    if settings.controller.orphan_grace_s <= 0:
-        raise SettingsError("settings.controller.orphanGraceS: must be positive (seconds)")
-    if settings.controller.pending_event_interval_s < 0:
-        raise SettingsError("settings.controller.pendingEventIntervalS: must be zero or more (seconds)")
-    if settings.controller.configmap_create_workers < 1:
-        raise SettingsError("settings.controller.configmapCreateWorkers: must be at least 1")
-    if settings.extender.max_body_mib < 1:
-        raise SettingsError("settings.extender.maxBodyMib: must be at least 1 (MiB)")
-    if settings.extender.max_state_mib < 1:
-        raise SettingsError("settings.extender.maxStateMib: must be at least 1 (MiB)")
-    if settings.extender.max_session_open_mib < 1:
-        raise SettingsError("settings.extender.maxSessionOpenMib: must be at least 1 (MiB)")
-    if settings.extender.job_memory_ttl_s <= 0:
-        raise SettingsError("settings.extender.jobMemoryTtlS: must be positive (seconds)")
-    if settings.extender.plan_attempts < 1:
-        raise SettingsError("settings.extender.planAttempts: must be at least 1")
-    if settings.extender.plan_ttl_s <= 0:
-        raise SettingsError("settings.extender.planTtlS: must be positive (seconds)")
-    if not settings.extender.score_weight > 0:
-        raise SettingsError("settings.extender.scoreWeight: must be positive")
-    if settings.planning.qps_per_connection < 1:
-        raise SettingsError("settings.planning.qpsPerConnection: must be at least 1")
-    volcano = settings.volcano
-    release = None if volcano.version == "auto" else volcano_release(volcano.version)
-    if volcano.version != "auto" and release is None:
-        raise SettingsError(f"settings.volcano.version: {volcano.version!r} is not auto or a release like 1.7 or 1.10")
-    if release is not None and release < MIN_VOLCANO_RELEASE:
-        raise SettingsError(
-            f"settings.volcano.version: ringroute supports Volcano 1.7 and later (got {volcano.version!r})"
-        )
-    if volcano.configmap_plugin not in ("absent", "installed"):
-        raise SettingsError("settings.volcano.configmapPlugin: must be absent or installed")
-    topology_request = volcano.network_topology
-    if topology_request.inject not in ("auto", "always", "never"):
-        raise SettingsError("settings.volcano.networkTopology.inject: must be auto, always or never")
-    if topology_request.mode not in ("hard", "soft"):
-        raise SettingsError("settings.volcano.networkTopology.mode: must be hard or soft")
-    if topology_request.highest_tier_allowed < 1:
-        raise SettingsError("settings.volcano.networkTopology.highestTierAllowed: must be at least 1")
-    if topology_request.inject == "always" and release is not None and release < NETWORK_TOPOLOGY_RELEASE:
-        raise SettingsError(
-            "settings.volcano.networkTopology.inject: always needs Volcano 1.12 or later (spec.networkTopology); "
-            f"volcano.version is {volcano.version!r}: use never, or the scheduler extender"
-        )
+    def __str__(self) -> str:
+        if self.source is None:
+            return "\n".join(self.problems)
+        if len(self.problems) == 1:
+            return f"{self.source}: {self.problems[0]}"
+        lines = "".join(f"\n  {problem}" for problem in self.problems)
+        return f"{self.source}: {len(self.problems)} problems{lines}"
 
 
 MIN_VOLCANO_RELEASE = (1, 7)
@@ -478,6 +318,437 @@ def volcano_release(version: str) -> tuple[int, int] | None:
 def default_settings() -> Settings:
     """The built-in settings (what a cluster gets with no settings file)."""
     return Settings()
+
+
+def settings_from_mapping(data: Mapping[str, Any] | None) -> Settings:
+    """Build and check the settings tree from parsed YAML (None gives the defaults).
+
+    Raises SettingsError with every problem found, not only the first.
+    """
+    if data is None:
+        return Settings()
+    if not isinstance(data, Mapping):
+        raise SettingsError(f"the settings must be a mapping of sections, got {_shown(data)}")
+    schema, literal_order = _schema()
+    reader = _Reader(literal_order)
+    normal = reader.value(schema, data, ())
+    try:
+        settings = msgspec.convert(normal, Settings)
+    except msgspec.ValidationError as exc:
+        # Only reached if the reader let through what msgspec refuses; still a refusal, not a crash.
+        raise SettingsError([*reader.problems, f"settings: {exc}"]) from None
+    reader.cross_check(settings)
+    if reader.problems:
+        raise SettingsError(reader.problems)
+    return settings
+
+
+def load_settings(path: str | Path | None = None, **overrides: Any) -> Settings:
+    """Read the settings file (if any), then apply flag overrides given as top-level fields.
+
+    Overrides replace whole sections and are checked like the file. Raises SettingsError naming the file.
+    """
+    source = None if path is None else str(path)
+    data = {} if path is None else _read_file(Path(path))
+    for name, value in overrides.items():
+        data = {key: item for key, item in data.items() if _snake(str(key)) != name}
+        data[name] = msgspec.to_builtins(value)
+    try:
+        return settings_from_mapping(data)
+    except SettingsError as exc:
+        raise SettingsError(exc.problems, source) from None
+
+
+def _read_file(path: Path) -> dict[str, Any]:
+    import yaml  # only start-up reads a file; `import webhook.settings` stays light
+
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise SettingsError(f"cannot read settings: {exc.strerror or exc}", str(path)) from None
+    except UnicodeDecodeError:
+        raise SettingsError("cannot read settings: not UTF-8 text", str(path)) from None
+    try:
+        loaded = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+        problem = getattr(exc, "problem", None) or str(exc)
+        raise SettingsError(f"not valid YAML{where}: {problem}", str(path)) from None
+    if loaded is None:
+        return {}
+    if not isinstance(loaded, Mapping):
+        raise SettingsError(f"the settings file must be a mapping of sections, got {_shown(loaded)}", str(path))
+    return dict(loaded)
+
+
+# -- reading YAML against the types -------------------------------------------------------------------------------
+
+_Key = tuple[str | int, ...]
+"""Where a value sits in the tree: snake_case field names and list indexes."""
+_REFUSED: Any = object()
+"""A value the reader refused; the field keeps its default so the rest of the tree can still be checked."""
+_PATTERNS = {"^/": "must be an absolute path"}
+"""What a string pattern in the settings types means, for messages."""
+
+
+def _volcano_version(version: str) -> str | None:
+    if version == "auto":
+        return None
+    release = volcano_release(version)
+    if release is None:
+        return f"{version!r} is not auto or a release like 1.7 or 1.10"
+    if release < MIN_VOLCANO_RELEASE:
+        return f"ringroute supports Volcano 1.7 and later (got {version!r})"
+    return None
+
+
+def _namespace_name(value: str) -> str | None:
+    namespace, slash, name = value.partition("/")
+    if slash and namespace and name and "/" not in name:
+        return None
+    return f"expected namespace/name such as kube-system/basic-tor-node-cm, got {value!r}"
+
+
+def _address(value: str) -> str | None:
+    _host, colon, port = value.rpartition(":")
+    if colon and port.isascii() and port.isdigit() and int(port) <= 65535:
+        return None
+    return f"expected ADDR:PORT such as 0.0.0.0:8888, got {value!r}"
+
+
+def _limits(meta: msgspec.Meta) -> Callable[[Any], str | None]:
+    return lambda value: _outside(value, meta)
+
+
+_FIELD_CHECKS: dict[tuple[type, str], Callable[[Any], str | None]] = {
+    (VolcanoSettings, "version"): _volcano_version,
+    (TopologySettings, "tor_configmap"): _namespace_name,
+    (ExtenderSettings, "listen"): _address,
+    # Fabric is the planner's plain dataclass; its limits (planner check_fabric) are applied here.
+    (Fabric, "nics_per_server"): _limits(msgspec.Meta(ge=1)),
+    (Fabric, "link_gbps"): _limits(msgspec.Meta(gt=0)),
+    (Fabric, "leaf_oversubscription"): _limits(msgspec.Meta(gt=0)),
+    (Fabric, "spine_oversubscription"): _limits(msgspec.Meta(gt=0)),
+    (Fabric, "leaf_uplinks"): _limits(msgspec.Meta(ge=1)),
+}
+"""Checks of one field's value that its type cannot say; each returns what is wrong, or None."""
+
+_SECTIONS: tuple[type, ...] = (
+    Settings,
+    AcceleratorProfile,
+    HostPathVolume,
+    PolicySettings,
+    TopologySettings,
+    Fabric,
+    PlanningSettings,
+    ControllerSettings,
+    ExtenderSettings,
+    VolcanoSettings,
+    NetworkTopologySettings,
+)
+
+
+@functools.cache
+def _schema() -> tuple[msgspec.inspect.Type, dict[frozenset[Any], tuple[Any, ...]]]:
+    """The settings types as msgspec sees them, and each Literal's choices in declared order (msgspec sorts them)."""
+    order: dict[frozenset[Any], tuple[Any, ...]] = {}
+
+    def collect(hint: Any) -> None:
+        if get_origin(hint) is Literal:
+            order.setdefault(frozenset(get_args(hint)), get_args(hint))
+        for arg in get_args(hint):
+            collect(arg)
+
+    for section in _SECTIONS:
+        for hint in get_type_hints(section, include_extras=True).values():
+            collect(hint)
+    return msgspec.inspect.type_info(Settings), order
+
+
+class _Reader:
+    """Reads parsed YAML against the settings types: normalises keys to snake_case and mappings of pairs to lists,
+    collects every problem, and drops refused values so that msgspec can still build the rest."""
+
+    def __init__(self, literal_order: Mapping[frozenset[Any], tuple[Any, ...]]) -> None:
+        self.problems: list[str] = []
+        self.refused: list[_Key] = []
+        self.spelling: dict[_Key, str] = {}
+        """How the user wrote each key; keys they did not write are shown in camelCase."""
+        self._literal_order = literal_order
+
+    def problem(self, key: _Key, message: str) -> None:
+        self.problems.append(f"{self.name(key)}: {message}")
+        self.refused.append(key)
+
+    def name(self, key: _Key) -> str:
+        """The key path as the user wrote it: `profiles[0].allowedCards`."""
+        out = ""
+        for i, part in enumerate(key):
+            if isinstance(part, int):
+                out += f"[{part}]"
+            else:
+                shown = self.spelling.get(key[: i + 1], _camel(part))
+                out += f".{shown}" if out else shown
+        return out
+
+    def clean(self, *keys: _Key) -> bool:
+        """None of these values, nor anything inside or around them, was refused (so a check across them is fair)."""
+        return not any(key[: len(bad)] == bad or bad[: len(key)] == key for key in keys for bad in self.refused)
+
+    def value(self, kind: msgspec.inspect.Type, data: Any, key: _Key) -> Any:
+        if isinstance(kind, msgspec.inspect.StructType | msgspec.inspect.DataclassType):
+            return self.fields(kind, data, key)
+        if isinstance(kind, msgspec.inspect.UnionType):
+            # The settings only use `X | None`.
+            if data is None and any(isinstance(t, msgspec.inspect.NoneType) for t in kind.types):
+                return None
+            (inner,) = (t for t in kind.types if not isinstance(t, msgspec.inspect.NoneType))
+            return self.value(inner, data, key)
+        if isinstance(kind, msgspec.inspect.VarTupleType):
+            return self.sequence(kind, data, key)
+        if isinstance(kind, msgspec.inspect.TupleType):
+            return self.pair(kind, data, key)
+        message = self.scalar(kind, data)
+        if message is not None:
+            self.problem(key, message)
+            return _REFUSED
+        return data
+
+    def fields(self, kind: msgspec.inspect.StructType | msgspec.inspect.DataclassType, data: Any, key: _Key) -> Any:
+        if data is None:
+            data = {}  # a section whose keys are all commented out: its defaults
+        if not isinstance(data, Mapping):
+            self.problem(key, f"expected a mapping, got {_shown(data)}")
+            return _REFUSED
+        base: Any = None
+        if kind.cls is AcceleratorProfile:
+            data, base = self.base_profile(data, key)
+        fields = {field.name: field for field in kind.fields}
+        out: dict[str, Any] = {}
+        given: dict[str, str] = {}
+        for raw, item in data.items():
+            spelt = str(raw)
+            name = _snake(spelt)
+            field = fields.get(name)
+            if field is None or name in given:
+                self.spelling[(*key, spelt)] = spelt
+                refusal = self.unknown(spelt, fields) if field is None else f"given twice (also as {given[name]})"
+                self.problem((*key, spelt), refusal)
+                continue
+            given[name] = spelt
+            self.spelling[(*key, name)] = spelt
+            got = self.value(field.type, item, (*key, name))
+            check = _FIELD_CHECKS.get((kind.cls, name))
+            if got is not _REFUSED and got is not None and check is not None:
+                message = check(got)
+                if message is not None:
+                    self.problem((*key, name), message)
+                    got = _REFUSED
+            if got is not _REFUSED:
+                out[name] = got
+        missing = [field.name for field in kind.fields if field.required and field.name not in out]
+        for name in missing:
+            if name not in given:
+                self.problem((*key, name), "required")
+        if missing or base is _REFUSED:
+            return _REFUSED
+        return out if base is None else {**base, **out}
+
+    def base_profile(self, data: Mapping[Any, Any], key: _Key) -> tuple[Mapping[Any, Any], Any]:
+        """Profiles may start from a built-in one (`base: ascend-1980`); its fields come first, the user's win."""
+        if "base" not in data:
+            return data, None
+        rest = {raw: item for raw, item in data.items() if raw != "base"}
+        built_in = {profile.label_value: profile for profile in DEFAULT_PROFILES}
+        name = data["base"]
+        if isinstance(name, str) and name in built_in:
+            return rest, msgspec.to_builtins(built_in[name])
+        self.problem((*key, "base"), f"unknown built-in profile {_shown(name)} (built-in: {', '.join(built_in)})")
+        return rest, _REFUSED
+
+    def unknown(self, spelt: str, fields: Mapping[str, Any]) -> str:
+        import difflib  # only on the error path
+
+        known = [name if "_" in spelt else _camel(name) for name in fields]
+        close = difflib.get_close_matches(spelt, known, n=1)
+        if close:
+            return f"unknown setting; did you mean {close[0]}?"
+        return f"unknown setting (known: {', '.join(known)})"
+
+    def sequence(self, kind: msgspec.inspect.VarTupleType, data: Any, key: _Key) -> Any:
+        item = kind.item_type
+        if isinstance(data, Mapping) and isinstance(item, msgspec.inspect.TupleType) and len(item.item_types) == 2:
+            # A mapping stands for its (key, value) pairs: `ruleModes: {working-dir-local: warn}`.
+            pairs = []
+            for raw, value in data.items():
+                at = (*key, str(raw))
+                self.spelling[at] = str(raw)
+                first = self.value(item.item_types[0], raw, at)
+                second = self.value(item.item_types[1], value, at)
+                if first is not _REFUSED and second is not _REFUSED:
+                    pairs.append([first, second])
+            return pairs
+        if not isinstance(data, list | tuple):
+            self.problem(key, f"expected a list, got {_shown(data)}")
+            return _REFUSED
+        if kind.min_length is not None and len(data) < kind.min_length:
+            self.problem(key, "must not be empty")
+            return _REFUSED
+        out = []
+        for i, element in enumerate(data):
+            got = self.value(item, element, (*key, i))
+            if got is _REFUSED and isinstance(item, msgspec.inspect.StructType):
+                if any(field.required for field in item.fields):
+                    continue
+                # Stand-in defaults keep later items at the index the user wrote; checks skip this one.
+                got = {}
+                self.refused.append((*key, i))
+            if got is not _REFUSED:
+                out.append(got)
+        return out
+
+    def pair(self, kind: msgspec.inspect.TupleType, data: Any, key: _Key) -> Any:
+        if not isinstance(data, list | tuple) or len(data) != len(kind.item_types):
+            self.problem(key, f"expected {len(kind.item_types)} values, got {_shown(data)}")
+            return _REFUSED
+        out = [
+            self.value(item, element, (*key, i))
+            for i, (item, element) in enumerate(zip(kind.item_types, data, strict=True))
+        ]
+        return _REFUSED if any(element is _REFUSED for element in out) else out
+
+    def scalar(self, kind: msgspec.inspect.Type, data: Any) -> str | None:
+        """What is wrong with a scalar value, or None."""
+        if isinstance(kind, msgspec.inspect.BoolType):
+            return None if isinstance(data, bool) else f"expected true or false, got {_shown(data)}"
+        if isinstance(kind, msgspec.inspect.IntType):
+            if not isinstance(data, int) or isinstance(data, bool):
+                return f"expected an integer, got {_shown(data)}"
+            return _outside(data, kind)
+        if isinstance(kind, msgspec.inspect.FloatType):
+            if not isinstance(data, int | float) or isinstance(data, bool):
+                return f"expected a number, got {_shown(data)}"
+            if not math.isfinite(data):
+                return f"expected a finite number, got {data}"
+            return _outside(data, kind)
+        if isinstance(kind, msgspec.inspect.StrType):
+            if not isinstance(data, str):
+                return f"expected a string, got {_shown(data)}{_quote_hint(data)}"
+            if kind.min_length is not None and len(data) < kind.min_length:
+                return "must not be empty"
+            if kind.pattern is not None and not re.search(kind.pattern, data):
+                return f"{_PATTERNS.get(kind.pattern, f'must match {kind.pattern}')}, got {data!r}"
+            return None
+        if isinstance(kind, msgspec.inspect.LiteralType):
+            if isinstance(data, str) and data in kind.values:
+                return None
+            choices = ", ".join(map(str, self._literal_order.get(frozenset(kind.values), kind.values)))
+            if isinstance(data, str):
+                return f"{data!r} is not one of {choices}"
+            return f"expected one of {choices}, got {_shown(data)}{_quote_hint(data)}"
+        if isinstance(kind, msgspec.inspect.NoneType):
+            return None if data is None else f"expected null, got {_shown(data)}"
+        raise TypeError(f"settings reader: no rule for {kind!r}")
+
+    def cross_check(self, settings: Settings) -> None:
+        """Checks that read several fields; each runs only when those fields were not refused already."""
+        first_of: dict[str, int] = {}
+        for i, profile in enumerate(settings.profiles):
+            label = ("profiles", i, "label_value")
+            if self.clean(label):
+                first = first_of.setdefault(profile.label_value, i)
+                if first != i:
+                    other = self.name(("profiles", first))
+                    self.problem(label, f"duplicate profile {profile.label_value!r} (also {other})")
+            cards, per_node = ("profiles", i, "allowed_cards"), ("profiles", i, "cards_per_node")
+            if self.clean(cards, per_node):
+                outside = ", ".join(str(c) for c in profile.allowed_cards if c > profile.cards_per_node)
+                if outside:
+                    limit = f"1..{self.name(per_node).rpartition('.')[2]} ({profile.cards_per_node})"
+                    self.problem(cards, f"every count must be in {limit}, got {outside}")
+        controller = settings.controller
+        retry = ("controller", "retry_period_s")
+        renew = ("controller", "renew_deadline_s")
+        lease = ("controller", "lease_duration_s")
+        if self.clean(retry, renew) and not controller.retry_period_s < controller.renew_deadline_s:
+            self.problem(
+                retry,
+                f"must be shorter than {self.name(renew)} ({controller.renew_deadline_s:g}), "
+                f"got {controller.retry_period_s:g}",
+            )
+        if self.clean(renew, lease) and not controller.renew_deadline_s < controller.lease_duration_s:
+            self.problem(
+                renew,
+                f"must be shorter than {self.name(lease)} ({controller.lease_duration_s:g}), "
+                f"got {controller.renew_deadline_s:g}",
+            )
+        version = ("volcano", "version")
+        inject = ("volcano", "network_topology", "inject")
+        volcano = settings.volcano
+        if self.clean(version, inject) and volcano.network_topology.inject == "always":
+            release = None if volcano.version == "auto" else volcano_release(volcano.version)
+            if release is not None and release < NETWORK_TOPOLOGY_RELEASE:
+                self.problem(
+                    inject,
+                    "always needs Volcano 1.12 or later (spec.networkTopology); "
+                    f"{self.name(version)} is {volcano.version!r}: use never, or the scheduler extender",
+                )
+
+
+def _outside(value: float, limits: Any) -> str | None:
+    """What bound of `limits` (ge, gt, le, lt) the value breaks, or None."""
+    if limits.ge is not None and not value >= limits.ge:
+        rule = "must be zero or more" if limits.ge == 0 else f"must be at least {limits.ge}"
+    elif limits.gt is not None and not value > limits.gt:
+        rule = "must be positive" if limits.gt == 0 else f"must be more than {limits.gt}"
+    elif limits.le is not None and not value <= limits.le:
+        rule = f"must be at most {limits.le}"
+    elif limits.lt is not None and not value < limits.lt:
+        rule = f"must be less than {limits.lt}"
+    else:
+        return None
+    return f"{rule}, got {value!r}"
+
+
+def _shown(data: Any) -> str:
+    """A value as the user wrote it in YAML, or what kind of thing it is."""
+    if isinstance(data, bool):
+        return "true" if data else "false"
+    if data is None:
+        return "null"
+    if isinstance(data, Mapping):
+        return "a mapping"
+    if isinstance(data, list | tuple):
+        return "a list"
+    if isinstance(data, str | int | float):
+        return repr(data)
+    return type(data).__name__
+
+
+def _quote_hint(data: Any) -> str:
+    # YAML reads `version: 1.10` as the number 1.1.
+    if isinstance(data, int | float) and not isinstance(data, bool):
+        return " (a number: quote it in YAML)"
+    return ""
+
+
+def _snake(key: str) -> str:
+    """Accept camelCase keys (Kubernetes style) as well as snake_case."""
+    out = []
+    for ch in key:
+        if ch.isupper():
+            out.append("_")
+            out.append(ch.lower())
+        else:
+            out.append(ch)
+    return "".join(out).replace("-", "_")
+
+
+def _camel(name: str) -> str:
+    """The camelCase spelling of a snake_case field name (`debounce_s` -> `debounceS`)."""
+    head, *rest = name.split("_")
+    return head + "".join(part[:1].upper() + part[1:] for part in rest)
 
 
 __all__ = [

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import dataclasses
 import json
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
 
+import msgspec
 from aiohttp import web
 
 from planner import generate_topology, nodes_for_topology
@@ -30,7 +30,7 @@ def fast_settings(**controller: Any) -> Settings:
     """Default settings with short debounce (tests must stay fast)."""
     values: dict[str, Any] = {"debounce_s": 0.05, "lease_namespace": NS}
     values.update(controller)
-    return dataclasses.replace(Settings(), controller=ControllerSettings(**values))
+    return msgspec.structs.replace(Settings(), controller=ControllerSettings(**values))
 
 
 def make_job(name: str, replicas: int, *, route_plan: bool = True, cards: int = 8) -> dict[str, Any]:

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import dataclasses
 import gzip
 import json
 
+import msgspec
 import pytest
 
 from tests.controller.cluster import make_job
@@ -72,7 +72,7 @@ def test_plan_report_is_dropped_before_the_table_would_not_fit() -> None:
 
 
 def test_gzip_profile_stores_the_table_compressed_and_the_status_file_says_completed() -> None:
-    profile = dataclasses.replace(PROFILE, gzip_rank_table=True)
+    profile = msgspec.structs.replace(PROFILE, gzip_rank_table=True)
     table = json.dumps({"status": "completed", "server_list": [{"server_id": str(i)} for i in range(400)]})
     payload = completed_payload(SETTINGS, profile, rank_table=table, ranks_env="", state="{}", limit=7000)
     assert json.loads(payload.data["jobstart_hccl.json"])["status"] == "completed"

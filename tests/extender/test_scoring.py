@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Any
 
+import msgspec
 import pytest
 
 from tests.extender.payloads import (
@@ -122,7 +122,7 @@ def test_unknown_profile_label_value_is_not_judged() -> None:
 
 
 def test_predicate_message_names_the_resource_of_a_16_card_profile() -> None:
-    profile = dataclasses.replace(
+    profile = msgspec.structs.replace(
         DEFAULT_PROFILES[0], label_value="ascend-snt9b23", resource_name="huawei.com/ascend-snt9b23", cards_per_node=16
     )
     settings = Settings(profiles=(*DEFAULT_PROFILES, profile))

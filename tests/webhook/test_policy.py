@@ -4,10 +4,10 @@ keeps it is admitted."""
 from __future__ import annotations
 
 import copy
-import dataclasses
 from collections.abc import Callable
 from typing import Any
 
+import msgspec
 import pytest
 
 from tests.webhook import conftest
@@ -386,7 +386,7 @@ def test_update_rechecks_the_new_object_but_not_a_job_being_deleted(
 
 def test_warn_mode_turns_a_rule_into_a_warning(settings: Settings) -> None:
     job = load_example("rejected-workdir-nfs.yaml")
-    warn = dataclasses.replace(settings, policy=PolicySettings(rule_modes=(("working-dir-local", "warn"),)))
+    warn = msgspec.structs.replace(settings, policy=PolicySettings(rule_modes=(("working-dir-local", "warn"),)))
     verdict = classify(validate(job, None, warn), warn)
     assert verdict.allowed
     assert [v.rule for v in verdict.warnings] == ["working-dir-local"]

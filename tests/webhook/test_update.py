@@ -4,11 +4,11 @@ nothing the stored job lacks is ever added (Volcano would reject the update), an
 from __future__ import annotations
 
 import copy
-import dataclasses
 from collections.abc import Callable
 from typing import Any
 
 import jsonschema
+import msgspec
 import pytest
 from hypothesis import HealthCheck, given
 from hypothesis import settings as hypothesis_settings
@@ -145,12 +145,12 @@ def test_an_update_never_adds_what_the_stored_job_lacks_even_when_the_profile_ch
     applied = bare_job()
     stored = stored_after_create(applied, settings)
     profile = settings.profiles[0]
-    grown = dataclasses.replace(
+    grown = msgspec.structs.replace(
         profile,
         host_path_volumes=(*profile.host_path_volumes, HostPathVolume("ascend-tools", "/usr/local/Ascend/tools")),
         node_selector=(*profile.node_selector, ("npu-generation", "b")),
     )
-    later = dataclasses.replace(settings, profiles=(grown, *settings.profiles[1:]))
+    later = msgspec.structs.replace(settings, profiles=(grown, *settings.profiles[1:]))
     new = server_side_apply(scaled(applied), stored)
     result = apply_ops(new, update_ops(new, stored, later))
     assert "/usr/local/Ascend/tools" not in str(result)

@@ -5,11 +5,11 @@ Every patch applies with jsonpatch, gives a Job valid against the vendored CRD, 
 from __future__ import annotations
 
 import copy
-import dataclasses
 from pathlib import Path
 from typing import Any, Literal
 
 import jsonschema
+import msgspec
 import pytest
 import yaml
 from hypothesis import HealthCheck, given
@@ -301,4 +301,4 @@ def test_the_settings_refuse_always_injecting_into_a_volcano_without_the_field()
         settings_from_mapping({"volcano": {"version": "1.10", "networkTopology": {"inject": "always"}}})
     with pytest.raises(SettingsError, match=r"ringroute supports Volcano 1\.7 and later"):
         settings_from_mapping({"volcano": {"version": "1.6"}})
-    assert dataclasses.replace(volcano(), volcano=VolcanoSettings(version="1.7")).volcano.version == "1.7"
+    assert msgspec.structs.replace(volcano(), volcano=VolcanoSettings(version="1.7")).volcano.version == "1.7"
