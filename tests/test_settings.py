@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import ast
 import math
+import re
 from pathlib import Path
 from typing import Any
 
 import msgspec
 import pytest
 
-from planner import Fabric
+from planner import Fabric, InputError, check_fabric
 from webhook.cli import main
 from webhook.settings import (
     DEFAULT_PROFILES,
@@ -305,12 +306,16 @@ def test_lease_timings_that_nest_are_accepted() -> None:
 )
 def test_fabric_values_the_planner_refuses_are_refused_at_start_up(fabric: dict[str, Any], line: str) -> None:
     assert problems({"topology": {"fabric": fabric}}) == (line,)
+    (key, value), *_ = fabric.items()
+    with pytest.raises(InputError):
+        check_fabric(Fabric(**{re.sub("([A-Z])", r"_\1", key).lower(): value}))
 
 
-def test_every_fabric_field_is_accepted_under_topology_fabric() -> None:
+def test_every_fabric_field_is_accepted_under_topology_fabric_and_passes_the_planners_check() -> None:
     data = {"layout": "rail", "nicsPerServer": 4, "linkGbps": 100, "spineOversubscription": 3, "leafUplinks": None}
     fabric = settings_from_mapping({"topology": {"fabric": data}}).topology.fabric
     assert fabric == Fabric(layout="rail", nics_per_server=4, link_gbps=100.0, spine_oversubscription=3.0)
+    assert check_fabric(fabric) == fabric
 
 
 def test_an_empty_section_takes_its_defaults(tmp_path: Path) -> None:
@@ -391,6 +396,21 @@ def test_plan_refuses_a_bad_settings_file_with_every_problem_and_status_2(
         *(f"  {line}" for line in MANY_PROBLEMS),
     ]
     assert not out.exists()
+
+
+def test_the_deploy_guide_shows_the_errors_its_example_file_gets(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    guide = (ROOT / "docs" / "deploy.md").read_text(encoding="utf-8")
+    example = guide[guide.rindex("```yaml\n", 0, guide.index("routing: ecmpp")) :]
+    config = example.split("```yaml\n", 1)[1].split("```", 1)[0]
+    shown = example.split("```text\n", 1)[1].split("```", 1)[0].splitlines()
+    assert shown[0].startswith("$ ringroute serve ")
+    assert shown[-1] == "2"
+    (tmp_path / "config.yaml").write_text(config, encoding="utf-8")
+    monkeypatch.chdir(tmp_path)
+    assert main(["serve", "--cert-dir", str(tmp_path), "--config", "config.yaml"]) == 2
+    assert capsys.readouterr().err.splitlines() == shown[1:-1]
 
 
 def test_every_settings_field_has_a_docstring() -> None:
