@@ -57,26 +57,21 @@ from planner.core._plan import STATUS_MESSAGES, PlanResult, plan_ranks
 
 # -- network model, simulator and route pinning (planner/sim) --
 # isort: split
-from planner.sim._network import LINK_TIER_LEAF, LINK_TIER_NIC, LINK_TIER_SPINE, JobNetwork, job_network
-from planner.sim._pinning import RoutePlan, RoutesFile, edge_colouring, pin_routes
-from planner.sim._plot import plot_link_loads
-from planner.sim._routing import (
+from planner.sim._colouring import edge_colouring
+from planner.sim._evaluate import (
     OrderEvaluation,
     SeedMetrics,
-    ecmp_max_loads,
     evaluate_order,
-    flow_rates,
-    halving_doubling_sizes,
-    halving_doubling_steps,
-    lambda_star,
-    link_loads,
-    max_link_loads,
-    max_min_rates,
     order_seed_metrics,
     paired_difference,
     ring_cross_edges,
-    ring_flows,
 )
+from planner.sim._loads import ecmp_max_loads, flow_rates, link_loads, max_link_loads, max_min_rates
+from planner.sim._network import LINK_TIER_LEAF, LINK_TIER_NIC, LINK_TIER_SPINE, JobNetwork, job_network
+from planner.sim._patterns import halving_doubling_sizes, halving_doubling_steps, lambda_star, ring_flows
+from planner.sim._pinning import pin_routes
+from planner.sim._plot import plot_link_loads
+from planner.sim._route_plan import RoutePlan, RoutesFile
 
 __all__ = [
     # planner-io

@@ -11,6 +11,7 @@ from planner._errors import InputError
 from planner._model import Pattern, Placement, Topology
 from planner.core._halving_doubling import distance_matrix, traffic_matrix
 from planner.core._ring import server_layout
+from planner.sim._patterns import halving_doubling_steps, ring_flows
 
 BASELINES: tuple[str, ...] = ("pod-index", "hostname", "random", "nslb", "leaf-grouped", "qap")
 """Names `baseline_order` accepts."""
@@ -77,8 +78,6 @@ def baseline_order(
         )
     if n < 3:
         return _rotated_to(range(n), master)
-    from planner.sim._routing import halving_doubling_steps, ring_flows
-
     identity = np.arange(n)
     steps = [ring_flows(identity)] if pattern != "halving-doubling" else []
     if pattern != "ring":

@@ -7,7 +7,7 @@ import math
 import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, get_args
+from typing import Any, get_args
 
 import numpy as np
 from scipy.special import bdtr
@@ -33,25 +33,20 @@ from planner.core._ring import (
     ring_candidates,
     server_layout,
 )
+from planner.sim._evaluate import OrderEvaluation, SeedMetrics, evaluate_order, order_seed_metrics, paired_difference
+from planner.sim._loads import link_loads
 from planner.sim._network import JobNetwork, job_network
-from planner.sim._routing import (
+from planner.sim._patterns import (
     STEP_PATTERNS,
-    OrderEvaluation,
-    SeedMetrics,
     StepPattern,
-    evaluate_order,
     halving_doubling_sizes,
-    halving_doubling_steps,
     lambda_star,
-    link_loads,
-    order_seed_metrics,
-    paired_difference,
-    ring_flows,
+    pattern_step_sizes,
+    pattern_steps,
     unique_steps,
 )
-
-if TYPE_CHECKING:
-    from planner.sim._pinning import RoutePlan
+from planner.sim._pinning import pin_routes
+from planner.sim._route_plan import RoutePlan
 
 STATUS_MESSAGES = {
     0: "planned: every lower bound of the pattern's structure is met",
@@ -255,18 +250,6 @@ def _plan_ranks_iv(
     return _Checked(pattern, routing, int(qps), generator, float(time_limit), fixed)  # type: ignore[arg-type]
 
 
-def _pattern_steps(order: np.ndarray, pattern: Pattern) -> list[np.ndarray]:
-    """Flows of every step of the pattern for an order (mixed: the ring, then halving-doubling)."""
-    steps: list[np.ndarray] = []
-    if pattern in ("ring", "mixed"):
-        ring = ring_flows(order)
-        if ring.size:
-            steps.append(ring)
-    if pattern in ("halving-doubling", "mixed"):
-        steps += halving_doubling_steps(order)
-    return steps
-
-
 @dataclass(frozen=True, slots=True)
 class Score:
     """A candidate order's objective: the collective's time (data x largest load, summed over steps), then load.
@@ -285,15 +268,6 @@ class Score:
         if self.time < other.time - EPS:
             return True
         return abs(self.time - other.time) <= EPS and self.load < other.load - EPS
-
-
-def _step_sizes(n: int, pattern: Pattern) -> np.ndarray:
-    sizes: list[float] = []
-    if pattern in ("ring", "mixed") and n > 1:
-        sizes.append(1.0)
-    if pattern in ("halving-doubling", "mixed"):
-        sizes += [float(s) for s in halving_doubling_sizes(n)]
-    return np.asarray(sizes, dtype=np.float64)
 
 
 class _EcmpEstimate:
@@ -386,11 +360,11 @@ def _objective(network: JobNetwork, pattern: Pattern, routing: Routing, qps: int
     is scored by λ*. ECMP is scored by `_EcmpEstimate`, an expectation that needs no seeds, so the choice is
     not hash luck and the report's seeds stay unseen by the search.
     """
-    sizes = _step_sizes(network.servers, pattern)
+    sizes = pattern_step_sizes(network.servers, pattern)
     estimate = _EcmpEstimate(network, qps) if routing == "ecmp" else None
 
     def score(order: np.ndarray) -> Score:
-        steps = _pattern_steps(order, pattern)
+        steps = pattern_steps(order, pattern)
         if not steps:
             return Score(1.0, 0.0)
         if estimate is not None:
@@ -662,7 +636,7 @@ def _ring_candidates(layout: ServerLayout, rng: np.random.Generator) -> Iterator
 def _pairwise_candidates(layout: ServerLayout, pattern: Pattern, slice_class: np.ndarray) -> list[np.ndarray]:
     """The planner's own halving-doubling orders: fold-aware with and without slice classes, and leaf blocks."""
     n = layout.size
-    identity_steps = _pattern_steps(np.arange(n), pattern)
+    identity_steps = pattern_steps(np.arange(n), pattern)
     found: list[np.ndarray] = []
     for order in (
         fold_aware_order(layout, slice_class),
@@ -735,7 +709,7 @@ def plan_ranks(
     search = _Search(_objective(network, checked.pattern, checked.routing, checked.qps), deadline, slack)
     n = layout.size
     if len(checked.fixed) > 1:
-        identity_steps = _pattern_steps(np.arange(n), checked.pattern)
+        identity_steps = pattern_steps(np.arange(n), checked.pattern)
         pairs = traffic_pairs(identity_steps, n)
         if checked.pattern == "ring":
             preferred = grouped_ring_order(layout)
@@ -757,9 +731,7 @@ def plan_ranks(
             order = _simulated_choice(search, network, checked, lambda o: True)
     routes = None
     if checked.routing == "pinned":
-        from planner.sim._pinning import pin_routes
-
-        routes = pin_routes(network, _pattern_steps(order, checked.pattern))
+        routes = pin_routes(network, pattern_steps(order, checked.pattern))
     seeds = _report_seeds(network, checked.routing, checked.qps)
     after = evaluate_order(
         network,
@@ -834,7 +806,7 @@ def _search_orders(
             if search.offer(candidate) is None:
                 break
     elif layout.size <= QAP_MAX_SERVERS and time.perf_counter() < search.deadline:
-        identity_steps = _pattern_steps(np.arange(layout.size), pattern)
+        identity_steps = pattern_steps(np.arange(layout.size), pattern)
         polished, ran = qap_polish(
             layout,
             search.order,
