@@ -53,7 +53,8 @@ from planner.io._topology_sources import (
 # -- rank planning (planner/core) --
 # isort: split
 from planner.core._baselines import BASELINES, baseline_order
-from planner.core._plan import STATUS_MESSAGES, PlanResult, plan_ranks
+from planner.core._plan import plan_ranks
+from planner.core._result import STATUS_MESSAGES, PlanResult
 
 # -- network model, simulator and route pinning (planner/sim) --
 # isort: split

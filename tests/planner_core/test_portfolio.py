@@ -25,7 +25,8 @@ from planner import (
     paired_difference,
     plan_ranks,
 )
-from planner.core._plan import PORTFOLIO_BASELINES, _objective
+from planner.core._plan import PORTFOLIO_BASELINES
+from planner.core._search import objective
 from tests.planner_core.helpers import make_placement
 
 
@@ -114,7 +115,7 @@ def test_ecmp_objective_estimates_the_simulated_expectation() -> None:
     placement = fragmented(topology, 32, 8)
     network = job_network(topology, [s.node_name for s in placement.servers])
     for pattern in ("ring", "halving-doubling"):
-        score = _objective(network, pattern, "ecmp", 1)
+        score = objective(network, pattern, "ecmp", 1)
         for name in ("nslb", "pod-index"):
             order = np.asarray(baseline_order(name, placement, topology), dtype=np.int64)
             simulated = evaluate_order(network, order, pattern=pattern, routing="ecmp", seeds=300)  # type: ignore[arg-type]
@@ -125,7 +126,7 @@ def test_ring_ecmp_candidates_that_meet_every_bound_tie_so_the_choice_is_not_has
     topology = cluster(12, 4.0)
     placement = fragmented(topology, 40, 9)
     network = job_network(topology, [s.node_name for s in placement.servers])
-    score = _objective(network, "ring", "ecmp", 1)
+    score = objective(network, "ring", "ecmp", 1)
     orders = [baseline_order(name, placement, topology) for name in ("nslb", "hostname")]
     assert score(np.asarray(orders[0])) == score(np.asarray(orders[1]))
 
