@@ -1,81 +1,160 @@
 """ringroute's planning library: topology model, rank-table formats, rank planning, route pinning, simulation.
 
 Pure: numpy/scipy in, plain data out. It imports nothing from `webhook`, aiohttp or kubernetes_asyncio.
+Every public name lives here; the modules under `io`, `core` and `sim` are private. Names load on first use
+(PEP 562), so `from planner import Fabric` costs no numpy or scipy import: settings parsing and `ringroute --help`
+stay fast.
 """
 
-from planner._errors import InputError, PlacementError, RankTableError, TopologyError
-from planner._model import (
-    Device,
-    Fabric,
-    Layout,
-    Pattern,
-    Placement,
-    Routing,
-    Server,
-    Topology,
-)
+from __future__ import annotations
 
-# -- placement, topology sources and rank-table formats (planner/io) --
-from planner.io._placement import (
-    PlacementProblem,
-    PlacementReadout,
-    load_kube_objects,
-    placement_from_pods,
-    read_placement,
-    render_placement_problems,
-)
-from planner.io._ranktable import (
-    INITIALIZING_RANK_TABLE,
-    RankTable,
-    RankTableDevice,
-    RankTableServer,
-    build_rank_table,
-    parse_rank_table,
-    parse_ranks_env,
-    render_rank_table,
-    render_ranks_env,
-)
-from planner.io._topology_file import (
-    check_fabric,
-    dump_topology_file,
-    generate_topology,
-    load_topology_file,
-    nodes_for_topology,
-)
-from planner.io._topology_sources import (
-    DEFAULT_LABEL_KEYS,
-    topology_for_placement,
-    topology_from_hypernodes,
-    topology_from_nodes,
-    topology_from_tor_configmap,
-)
+import importlib
+from typing import TYPE_CHECKING, Any
 
-# -- rank planning (planner/core) --
-# isort: split
-from planner.core._baselines import BASELINES, baseline_order
-from planner.core._plan import plan_ranks
-from planner.core._result import STATUS_MESSAGES, PlanResult
+# Which private module defines each public name; `__getattr__` imports it on first use.
+_EXPORTS: dict[str, tuple[str, ...]] = {
+    "planner._errors": ("InputError", "PlacementError", "RankTableError", "TopologyError"),
+    "planner._model": ("Device", "Fabric", "Layout", "Pattern", "Placement", "Routing", "Server", "Topology"),
+    "planner.io._placement": (
+        "PlacementProblem",
+        "PlacementReadout",
+        "load_kube_objects",
+        "placement_from_pods",
+        "read_placement",
+        "render_placement_problems",
+    ),
+    "planner.io._ranktable": (
+        "INITIALIZING_RANK_TABLE",
+        "RankTable",
+        "RankTableDevice",
+        "RankTableServer",
+        "build_rank_table",
+        "parse_rank_table",
+        "parse_ranks_env",
+        "render_rank_table",
+        "render_ranks_env",
+    ),
+    "planner.io._topology_file": (
+        "check_fabric",
+        "dump_topology_file",
+        "generate_topology",
+        "load_topology_file",
+        "nodes_for_topology",
+    ),
+    "planner.io._topology_sources": (
+        "DEFAULT_LABEL_KEYS",
+        "topology_for_placement",
+        "topology_from_hypernodes",
+        "topology_from_nodes",
+        "topology_from_tor_configmap",
+    ),
+    "planner.core._baselines": ("BASELINES", "baseline_order"),
+    "planner.core._plan": ("plan_ranks",),
+    "planner.core._result": ("STATUS_MESSAGES", "PlanResult"),
+    "planner.sim._colouring": ("edge_colouring",),
+    "planner.sim._evaluate": (
+        "OrderEvaluation",
+        "SeedMetrics",
+        "evaluate_order",
+        "order_seed_metrics",
+        "paired_difference",
+        "ring_cross_edges",
+    ),
+    "planner.sim._loads": ("ecmp_max_loads", "flow_rates", "link_loads", "max_link_loads", "max_min_rates"),
+    "planner.sim._network": ("LINK_TIER_LEAF", "LINK_TIER_NIC", "LINK_TIER_SPINE", "JobNetwork", "job_network"),
+    "planner.sim._patterns": ("halving_doubling_sizes", "halving_doubling_steps", "lambda_star", "ring_flows"),
+    "planner.sim._pinning": ("pin_routes",),
+    # matplotlib is imported only when a plot is drawn (the optional `plot` extra)
+    "planner.sim._plot": ("plot_link_loads",),
+    "planner.sim._route_plan": ("RoutePlan", "RoutesFile"),
+}
+_MODULE_OF: dict[str, str] = {name: module for module, names in _EXPORTS.items() for name in names}
 
-# -- network model, simulator and route pinning (planner/sim) --
-# isort: split
-from planner.sim._colouring import edge_colouring
-from planner.sim._evaluate import (
-    OrderEvaluation,
-    SeedMetrics,
-    evaluate_order,
-    order_seed_metrics,
-    paired_difference,
-    ring_cross_edges,
-)
-from planner.sim._loads import ecmp_max_loads, flow_rates, link_loads, max_link_loads, max_min_rates
-from planner.sim._network import LINK_TIER_LEAF, LINK_TIER_NIC, LINK_TIER_SPINE, JobNetwork, job_network
-from planner.sim._patterns import halving_doubling_sizes, halving_doubling_steps, lambda_star, ring_flows
-from planner.sim._pinning import pin_routes
-from planner.sim._plot import plot_link_loads
-from planner.sim._route_plan import RoutePlan, RoutesFile
+if TYPE_CHECKING:
+    from planner._errors import InputError, PlacementError, RankTableError, TopologyError
+    from planner._model import Device, Fabric, Layout, Pattern, Placement, Routing, Server, Topology
+    from planner.core._baselines import BASELINES, baseline_order
+    from planner.core._plan import plan_ranks
+    from planner.core._result import STATUS_MESSAGES, PlanResult
+    from planner.io._placement import (
+        PlacementProblem,
+        PlacementReadout,
+        load_kube_objects,
+        placement_from_pods,
+        read_placement,
+        render_placement_problems,
+    )
+    from planner.io._ranktable import (
+        INITIALIZING_RANK_TABLE,
+        RankTable,
+        RankTableDevice,
+        RankTableServer,
+        build_rank_table,
+        parse_rank_table,
+        parse_ranks_env,
+        render_rank_table,
+        render_ranks_env,
+    )
+    from planner.io._topology_file import (
+        check_fabric,
+        dump_topology_file,
+        generate_topology,
+        load_topology_file,
+        nodes_for_topology,
+    )
+    from planner.io._topology_sources import (
+        DEFAULT_LABEL_KEYS,
+        topology_for_placement,
+        topology_from_hypernodes,
+        topology_from_nodes,
+        topology_from_tor_configmap,
+    )
+    from planner.sim._colouring import edge_colouring
+    from planner.sim._evaluate import (
+        OrderEvaluation,
+        SeedMetrics,
+        evaluate_order,
+        order_seed_metrics,
+        paired_difference,
+        ring_cross_edges,
+    )
+    from planner.sim._loads import ecmp_max_loads, flow_rates, link_loads, max_link_loads, max_min_rates
+    from planner.sim._network import LINK_TIER_LEAF, LINK_TIER_NIC, LINK_TIER_SPINE, JobNetwork, job_network
+    from planner.sim._patterns import halving_doubling_sizes, halving_doubling_steps, lambda_star, ring_flows
+    from planner.sim._pinning import pin_routes
+    from planner.sim._plot import plot_link_loads
+    from planner.sim._route_plan import RoutePlan, RoutesFile
+else:
+    # Hidden from type checkers: to mypy a module-level __getattr__ makes every name importable (as Any), so a
+    # misspelt `from planner import ...` would pass; the block above gives them each public name with its type.
+    def __getattr__(name: str) -> Any:
+        module = _MODULE_OF.get(name)
+        if module is None:
+            raise AttributeError(f"module 'planner' has no attribute {name!r}")
+        value = getattr(importlib.import_module(module), name)
+        globals()[name] = value  # later lookups skip __getattr__
+        return value
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)
+
 
 __all__ = [
-    # planner-io
+    # shared model and errors
+    "Device",
+    "Fabric",
+    "InputError",
+    "Layout",
+    "Pattern",
+    "Placement",
+    "PlacementError",
+    "RankTableError",
+    "Routing",
+    "Server",
+    "Topology",
+    "TopologyError",
+    # io: placement, topology sources and file, rank-table formats
     "DEFAULT_LABEL_KEYS",
     "INITIALIZING_RANK_TABLE",
     "PlacementProblem",
@@ -101,13 +180,13 @@ __all__ = [
     "topology_from_hypernodes",
     "topology_from_nodes",
     "topology_from_tor_configmap",
-    # planner-core
+    # core: rank planning and baseline orders
     "BASELINES",
     "STATUS_MESSAGES",
     "PlanResult",
     "baseline_order",
     "plan_ranks",
-    # planner-sim
+    # sim: network model, simulator, route pinning, plots
     "LINK_TIER_LEAF",
     "LINK_TIER_NIC",
     "LINK_TIER_SPINE",
@@ -133,17 +212,4 @@ __all__ = [
     "plot_link_loads",
     "ring_cross_edges",
     "ring_flows",
-    # shared model
-    "Device",
-    "InputError",
-    "PlacementError",
-    "RankTableError",
-    "TopologyError",
-    "Fabric",
-    "Layout",
-    "Pattern",
-    "Placement",
-    "Routing",
-    "Server",
-    "Topology",
 ]
