@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from planner import InputError, PlacementError, load_kube_objects, placement_from_pods, read_placement
-from tests.planner_io.factories import ANNOTATION_910, ANNOTATION_1980, RESOURCE, device_annotation, pod
+from tests.planner.io.factories import ANNOTATION_910, ANNOTATION_1980, RESOURCE, device_annotation, pod
 
 KEYS = (ANNOTATION_1980, ANNOTATION_910)
 

@@ -30,7 +30,7 @@ from planner import (
     topology_from_tor_configmap,
 )
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 EXAMPLES = ROOT / "examples" / "topologies"
 SIXTEEN = {f"npu-{i:02d}": (f"leaf-{i // 4}",) for i in range(16)}
 

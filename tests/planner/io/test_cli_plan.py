@@ -11,10 +11,10 @@ import pytest
 import yaml
 
 from planner import load_kube_objects, parse_rank_table, parse_ranks_env
-from tests.planner_io.factories import ANNOTATION_1980, pod, pod_list, sample_job_pods
+from tests.planner.io.factories import ANNOTATION_1980, pod, pod_list, sample_job_pods
 from webhook.cli import main
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 PODS = ROOT / "examples" / "pods" / "llm-pretrain-pods.yaml"
 TOPOLOGIES = ROOT / "examples" / "topologies"
 NODES = TOPOLOGIES / "nodes-16.yaml"

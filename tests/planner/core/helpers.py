@@ -1,4 +1,4 @@
-"""Small builders for placements and topologies used by the planner-core tests."""
+"""Small builders for placements and topologies used by the planner core tests."""
 
 from __future__ import annotations
 

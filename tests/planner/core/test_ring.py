@@ -15,7 +15,7 @@ from planner.core._ring import (
     grouped_ring_order,
     server_layout,
 )
-from tests.planner_core.helpers import make_placement, make_topology
+from tests.planner.core.helpers import make_placement, make_topology
 
 
 def ring_crossings(codes: np.ndarray, order: tuple[int, ...] | list[int]) -> list[int]:
