@@ -82,6 +82,9 @@ def describe_patch(ops: list[dict[str, Any]]) -> list[str]:
     """One line per op, readable: where and what."""
     lines = []
     for op in ops:
+        if "value" not in op:  # a remove op names only its path
+            lines.append(f"{op['op']} {op['path']}")
+            continue
         value = op["value"]
         if isinstance(value, dict) and "name" in value:
             shown = value["name"] + (f" -> {value['mountPath']}" if "mountPath" in value else "")
