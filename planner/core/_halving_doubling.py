@@ -16,7 +16,7 @@ from collections.abc import Sequence
 import numpy as np
 from scipy.optimize import linear_sum_assignment, quadratic_assignment
 
-from planner.core._ring import ServerLayout, _leaf_sequence, domain_ranks_first_seen
+from planner.core._ring import ServerLayout, domain_ranks_first_seen, leaf_sequence
 
 QAP_MAX_SERVERS = 64
 """Largest job the 2-opt polish runs on (its cost grows as n^3 per sweep)."""
@@ -75,7 +75,7 @@ def block_order(
         rest = [i for i in range(n) if i != layout.master]
         return np.array([layout.master, *rest], dtype=np.int64)
     ranks = domain_ranks if domain_ranks is not None else domain_ranks_first_seen(layout)
-    by_leaf, starts = _leaf_sequence(layout, ranks)
+    by_leaf, starts = leaf_sequence(layout, ranks)
     bounds = np.r_[starts, n]
     chunks: list[tuple[int, int, list[int]]] = []  # (size, leaf position, servers)
     for j in range(len(starts)):
@@ -339,7 +339,7 @@ def fold_aware_order(
     extra = n - p
     dimensions = p.bit_length() - 1
     ranks = domain_ranks if domain_ranks is not None else domain_ranks_first_seen(layout)
-    by_leaf, starts = _leaf_sequence(layout, ranks)
+    by_leaf, starts = leaf_sequence(layout, ranks)
     bounds = np.r_[starts, n]
     leaves = [by_leaf[bounds[j] : bounds[j + 1]].tolist() for j in range(len(starts))]
     master_leaf = next(j for j, members in enumerate(leaves) if layout.master in members)

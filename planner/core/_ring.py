@@ -124,7 +124,7 @@ def domain_ranks_first_seen(layout: ServerLayout) -> list[np.ndarray]:
     return ranks
 
 
-def _leaf_sequence(layout: ServerLayout, domain_ranks: Sequence[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+def leaf_sequence(layout: ServerLayout, domain_ranks: Sequence[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
     """Servers sorted by nested domain rank (leaf blocks in ring order) and the start of every leaf block."""
     # lexsort: the last key is primary; slot then server index order the servers inside a leaf
     keys = [np.arange(layout.size), layout.slots]
@@ -217,7 +217,7 @@ def grouped_ring_order(
     if layout.tiers == 0:
         return np.array([layout.master, *(i for i in range(n) if i != layout.master)], dtype=np.int64)
     ranks = domain_ranks if domain_ranks is not None else domain_ranks_first_seen(layout)
-    by_leaf, starts = _leaf_sequence(layout, ranks)
+    by_leaf, starts = leaf_sequence(layout, ranks)
     bounds = np.r_[starts, n]
     leaves = [by_leaf[bounds[j] : bounds[j + 1]].tolist() for j in range(len(starts))]
     if reverse:
