@@ -148,8 +148,9 @@ class ExtenderService:
         if task.profile is None:
             return {"nodeScore": {}, "errorMessage": ""}, "neutral"
         names = [node.Name for node in lean.nodes or ()]
+        self.state.maybe_prune()  # before the path lookup: it also retires paths read too long ago
         if self.state.session_data:
-            scores = scoring.prioritize(task, lean.nodes or [], self.state, names_only=True)
+            scores = scoring.prioritize(task, lean.nodes or [], self.state, names_only=True, names=names)
         else:
             self.state.mark_fresh(names)
             try:
@@ -158,7 +159,9 @@ class ExtenderService:
                     full = decode(PrioritizeRequest, raw)
                     scores = scoring.prioritize(task, full.nodes or [], self.state)
                 else:
-                    scores = scoring.prioritize(task, lean.nodes or [], self.state, names_only=True, paths=paths)
+                    scores = scoring.prioritize(
+                        task, lean.nodes or [], self.state, names_only=True, paths=paths, names=names
+                    )
             finally:
                 self.state.mark_fresh(())
         self.state.maybe_prune()

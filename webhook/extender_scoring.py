@@ -105,6 +105,7 @@ def prioritize(
     *,
     names_only: bool = False,
     paths: Sequence[Path | None] | None = None,
+    names: Sequence[str] | None = None,
 ) -> dict[str, float]:
     """Scores per node name for a judged task (weighted by `extender.scoreWeight`); empty for any other task.
 
@@ -120,7 +121,8 @@ def prioritize(
     if views and not state.session_data:
         # Without onSessionOpen the candidates are the freshest view of the nodes the extender gets.
         state.observe(views, task)
-    names = [info.Name for info in nodes]
+    if names is None:
+        names = [info.Name for info in nodes]
     if paths is not None:
         node_paths = list(paths)
     elif views:

@@ -12,6 +12,7 @@ One instance per extender process; handlers run on one event loop, so no locking
 
 from __future__ import annotations
 
+import operator
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -170,8 +171,9 @@ class ExtenderState:
         self._node_bytes: dict[str, int] = {}
         self._stored_bytes = 0
         self._byte_budget = settings.extender.max_state_mib * 2**20
-        self._paths: dict[str, tuple[Path | None, float]] = {}
-        """Topology path and when it was read, per node whose view is kept (same bound as `nodes`)."""
+        self._paths: dict[str, Path | None] = {}
+        """Topology path per node whose view is kept and whose labels were read within PATH_TTL_S."""
+        self._path_read_at: dict[str, float] = {}
         self._fresh: frozenset[str] = frozenset()
         """Candidates of the prioritize call being answered: Volcano found them free just now."""
         self.session = 0
@@ -198,6 +200,7 @@ class ExtenderState:
         self.nodes = {}
         self._node_bytes = {}
         self._paths = {}
+        self._path_read_at = {}
         self._stored_bytes = 0
         for name, info in nodes.items():
             self._remember(info.Name or name, info)
@@ -313,7 +316,8 @@ class ExtenderState:
         self.nodes.pop(name, None)
         self.nodes[name] = info
         self._node_bytes[name] = size
-        self._paths[name] = (self.read_path(node_labels(info)), self.clock())
+        self._paths[name] = self.read_path(node_labels(info))
+        self._path_read_at[name] = self.clock()
         if self._stored_bytes > self._byte_budget or len(self.nodes) > MAX_REMEMBERED_NODES:
             target = self._byte_budget * 3 // 4
             for oldest in list(self.nodes):
@@ -321,20 +325,20 @@ class ExtenderState:
                     break
                 del self.nodes[oldest]
                 self._paths.pop(oldest, None)
+                self._path_read_at.pop(oldest, None)
                 self._stored_bytes -= self._node_bytes.pop(oldest, 0)
 
-    def known_paths(self, names: Sequence[str]) -> list[Path | None] | None:
-        """The topology path of every node in `names` read within PATH_TTL_S, or None when any is missing (the
-        caller then reads the candidates' labels). Lets prioritize without session data skip decoding labels."""
-        cache = self._paths
-        oldest = self.clock() - PATH_TTL_S
-        paths: list[Path | None] = []
-        for name in names:
-            hit = cache.get(name)
-            if hit is None or hit[1] < oldest:
-                return None
-            paths.append(hit[0])
-        return paths
+    def known_paths(self, names: Sequence[str]) -> Sequence[Path | None] | None:
+        """The topology path of every node in `names` read within PATH_TTL_S (pruned once a minute), or None when
+        any is missing (the caller then reads the candidates' labels). Lets prioritize without session data skip
+        decoding labels; one C-level lookup for all names."""
+        if not names:
+            return []
+        try:
+            found = operator.itemgetter(*names)(self._paths)
+        except KeyError:
+            return None
+        return (found,) if len(names) == 1 else found
 
     def mark_fresh(self, names: Iterable[str]) -> None:
         """The candidates of the prioritize call being answered: Volcano found them free just now, whatever an
@@ -528,6 +532,13 @@ class ExtenderState:
         ttl = self.settings.extender.job_memory_ttl_s
         for job in [j for j, m in self._memory.items() if now - m.touched > ttl]:
             del self._memory[job]
+        self._prune_paths(now)
+
+    def _prune_paths(self, now: float) -> None:
+        oldest = now - PATH_TTL_S
+        for name in [n for n, at in self._path_read_at.items() if at < oldest]:
+            del self._path_read_at[name]
+            self._paths.pop(name, None)
 
     def maybe_prune(self) -> None:
         """Prune at most once a minute."""
