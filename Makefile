@@ -20,13 +20,13 @@ test: $(STAMP)
 	$(PY) -m pytest
 
 lint: $(STAMP)
-	$(PY) -m ruff check planner webhook certs tests bench examples
-	$(PY) -m ruff format --check planner webhook certs tests bench examples
+	$(PY) -m ruff check planner webhook certs emulation tests bench examples
+	$(PY) -m ruff format --check planner webhook certs emulation tests bench examples
 	$(VENV)/bin/lint-imports
 
 format: $(STAMP)
-	$(PY) -m ruff format planner webhook certs tests bench examples
-	$(PY) -m ruff check --fix planner webhook certs tests bench examples
+	$(PY) -m ruff format planner webhook certs emulation tests bench examples
+	$(PY) -m ruff check --fix planner webhook certs emulation tests bench examples
 
 typecheck: $(STAMP)
 	$(PY) -m mypy

@@ -23,12 +23,12 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from tests.controller.cluster import NS, add_job, cluster_nodes, make_job, make_pod  # noqa: E402
-from tests.fakes import FakeApiServer  # noqa: E402
-from webhook.controller import Controller  # noqa: E402
-from webhook.kube import JOBS, KubeRepository  # noqa: E402
-from webhook.metrics import Metrics  # noqa: E402
-from webhook.settings import Settings  # noqa: E402
+from emulation.apiserver import FakeApiServer  # noqa: E402
+from emulation.cluster import NS, add_job, cluster_nodes, make_job, make_pod  # noqa: E402
+from webhook.common.metrics import Metrics  # noqa: E402
+from webhook.common.settings import Settings  # noqa: E402
+from webhook.controller.reconciler import Controller  # noqa: E402
+from webhook.kube.client import JOBS, KubeRepository  # noqa: E402
 
 
 def emit(**fields: Any) -> None:
@@ -206,7 +206,7 @@ async def run(pods: int, route_plan: bool) -> None:
                 bench="controller",
                 case="process",
                 peak_rss_mib=round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
-                reconciles=controller.reconciles,
+                reconciles=int(metrics.registry.get_sample_value("ringroute_reconcile_seconds_count") or 0),
                 note="peak RSS includes the emulated API server and its watch history in the same process",
             )
         finally:

@@ -4,7 +4,7 @@ admission latency while the extender is loaded, and placements under the emulate
 Prints JSON lines (`python bench/extender.py [--sizes 1000,5000,10000] [--calls 25] [--quick]`):
 - `payload`: body sizes. Two node shapes: `compact` (the Node object reduced to name and labels, tasks with small
   Pods: the shape the latency targets were set on) and `kubelet` (Node and Pod objects as the API server returns
-  them, built by `webhook.extender_volcano`: images, conditions, managedFields), each without and with 3 DaemonSet
+  them, built by `webhook.extender.volcano`: images, conditions, managedFields), each without and with 3 DaemonSet
   pods per node; about 60 % of nodes run an 8-card training pod of another job;
 - `prioritize_http` / `predicate_http`: `ringroute serve` on 127.0.0.1 (admission and the extender's own
   process), sequential calls after warm-up, p50/p99/max, and the extender process's CPU per call;
@@ -43,8 +43,8 @@ from aiohttp import ClientSession, ClientTimeout, TCPConnector  # noqa: E402
 from bench._common import emit  # noqa: E402
 from bench.webhook import free_port, realistic_review, run_aiohttp, wait_ready  # noqa: E402
 from certs import generate_bundle  # noqa: E402
-from webhook import extender_sim as sim  # noqa: E402
-from webhook import extender_volcano as volcano  # noqa: E402
+from webhook.extender import experiment, volcano  # noqa: E402
+from webhook.extender import simulation as sim  # noqa: E402
 
 TARGET_P99_MS = {1000: 20.0, 5000: 40.0, 10000: 60.0}
 """p99 targets of a prioritize call over HTTP on a 2-core machine, by candidate nodes (compact shape)."""
@@ -450,10 +450,10 @@ def _one_loop_server(cert_dir: str, admission_port: int, extender_port: int) -> 
     from aiohttp import web
 
     from certs import ServingCertificates
-    from webhook.extender import extender_app
-    from webhook.metrics import Metrics
-    from webhook.server import admission_app
-    from webhook.settings import Settings
+    from webhook.admission.server import admission_app
+    from webhook.common.metrics import Metrics
+    from webhook.common.settings import Settings
+    from webhook.extender.app import extender_app
 
     async def run() -> None:
         settings, metrics = Settings(), Metrics()
@@ -473,25 +473,27 @@ def _one_loop_server(cert_dir: str, admission_port: int, extender_port: int) -> 
 def bench_simulation(seed: int) -> list[dict[str, Any]]:
     import logging
 
-    from webhook.extender import ExtenderService
-    from webhook.metrics import Metrics
-    from webhook.settings import Settings
+    from webhook.common.metrics import Metrics
+    from webhook.common.settings import Settings
+    from webhook.extender.app import ExtenderService
 
-    logging.getLogger("webhook.extender").setLevel(logging.WARNING)
+    logging.getLogger("webhook.extender.app").setLevel(logging.WARNING)
     rows = []
     sizes = [16, 8, 32, 12, 24, 8, 16, 48, 4, 16]
     for leaves_per_pod in (None, 4):
-        spec = sim.ClusterSpec(leaves=64, servers_per_leaf=8, leaves_per_pod=leaves_per_pod, occupancy=0.6)
+        spec = experiment.ClusterSpec(leaves=64, servers_per_leaf=8, leaves_per_pod=leaves_per_pod, occupancy=0.6)
         for scheduler in ("volcano", "ringroute"):
             service = ExtenderService(Settings(), Metrics()) if scheduler == "ringroute" else None
-            outcomes = sim.simulate(scheduler, spec, sizes, seed=seed, config=sim.VolcanoConfig(), service=service)
+            outcomes = experiment.simulate(
+                scheduler, spec, sizes, seed=seed, config=sim.VolcanoConfig(), service=service
+            )
             rows.append(
                 {
                     "case": "simulation",
                     "tiers": 3 if leaves_per_pod else 2,
                     "cluster": "64 leaves x 8 servers, 60% busy",
                     "scheduler": scheduler,
-                    **sim.summarise(outcomes),
+                    **experiment.summarise(outcomes),
                     "leaves_per_job": [o.leaves for o in outcomes],
                     "optimum_per_job": [o.leaves_bound for o in outcomes],
                 }

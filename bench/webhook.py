@@ -39,7 +39,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from certs import generate_bundle  # noqa: E402
-from webhook.admission_types import admission_review  # noqa: E402
+from emulation.admission import admission_review  # noqa: E402
 
 SERVICE, NAMESPACE = "ringroute-webhook", "ringroute-system"
 TARGET = {"concurrency": 50, "rps": 1500.0, "p99_ms": 20.0, "errors": 0}
@@ -349,9 +349,9 @@ def serve_inprocess(cert_dir: str, port: int, workers: int) -> None:
     from aiohttp import web
 
     from certs import ServingCertificates
-    from webhook.metrics import Metrics
-    from webhook.server import admission_app
-    from webhook.settings import default_settings
+    from webhook.admission.server import admission_app
+    from webhook.common.metrics import Metrics
+    from webhook.common.settings import default_settings
 
     def one() -> None:
         certificates = ServingCertificates(Path(cert_dir))
@@ -381,23 +381,23 @@ def microbench(tasks: int = TASKS, repeat: int = 7) -> dict[str, Any]:
     import jsonpatch
     import orjson
 
-    from webhook.mutation import encode_patch, mutate, mutate_update, mutate_view
-    from webhook.policy import classify, existing_violations, validate
-    from webhook.policy.jobview import read_job
-    from webhook.server import parse_review
-    from webhook.settings import default_settings
+    from webhook.admission.jobview import read_job
+    from webhook.admission.mutation import encode_patch, plan_create, plan_update
+    from webhook.admission.policy import classify, existing_violations, validate
+    from webhook.admission.review import parse_review
+    from webhook.common.settings import default_settings
 
     settings = default_settings()
     body = orjson.dumps(realistic_review(tasks))
     job: dict[str, Any] = orjson.loads(body)["request"]["object"]
     view = read_job(job, settings)
-    ops = mutate_view(view)
+    ops = plan_create(view).ops
     stored: dict[str, Any] = jsonpatch.apply_patch(job, copy.deepcopy(ops))
     update_view = read_job(job, settings)  # an apply that dropped every injected field
 
     def mutate_path() -> str:
         admission = parse_review(body)["request"]
-        return encode_patch(mutate_view(read_job(admission.get("object") or {}, settings)))
+        return encode_patch(plan_create(read_job(admission.get("object") or {}, settings)).ops)
 
     def validate_path() -> Any:
         admission = parse_review(body)["request"]
@@ -410,14 +410,14 @@ def microbench(tasks: int = TASKS, repeat: int = 7) -> dict[str, Any]:
     phases = {
         "parse_review": lambda: parse_review(body),
         "read_job": lambda: read_job(job, settings),
-        "mutate_view": lambda: mutate_view(view),
+        "mutate_view": lambda: plan_create(view).ops,
         "encode_patch": lambda: encode_patch(ops),
         "mutate_path": mutate_path,
         "validate_path": validate_path,
-        "mutate_update_restore": lambda: mutate_update(update_view, stored),
+        "mutate_update_restore": lambda: plan_update(update_view, stored).ops,
         "validate_update_ratchet": validate_update,
     }
-    assert mutate(stored, settings) == [], "the stored job needs nothing more"
+    assert plan_create(read_job(stored, settings)).ops == [], "the stored job needs nothing more"
     result: dict[str, Any] = {"bench": "webhook", "mode": "inprocess", "tasks": tasks, "request_bytes": len(body)}
     result["patch_ops"] = len(ops)
     for name, call in phases.items():

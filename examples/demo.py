@@ -28,10 +28,12 @@ import yaml  # noqa: E402
 from aiohttp import web  # noqa: E402
 
 from certs import ServingCertificates, generate_bundle  # noqa: E402
-from webhook.admission_types import admission_review  # noqa: E402
-from webhook.metrics import Metrics  # noqa: E402
-from webhook.server import admission_app  # noqa: E402
-from webhook.settings import INJECTED_ANNOTATION, Settings  # noqa: E402
+from emulation.admission import admission_review  # noqa: E402
+from planner import Device, Placement, Server, generate_topology, plan_ranks  # noqa: E402
+from webhook.admission.server import admission_app  # noqa: E402
+from webhook.common.metrics import Metrics  # noqa: E402
+from webhook.common.names import INJECTED_ANNOTATION  # noqa: E402
+from webhook.common.settings import Settings  # noqa: E402
 
 JOBS = ROOT / "examples" / "jobs"
 CASES = (
@@ -131,20 +133,32 @@ async def admission_demo(base: str, client_ssl: ssl.SSLContext) -> None:
             say()
 
 
+def scattered_job(name: str, nodes: list[str], cards: int = 8) -> Placement:
+    """A job with one 8-card pod per node, task index = position in `nodes` (what Volcano placed)."""
+    servers = tuple(
+        Server(
+            pod_name=f"{name}-worker-{i}",
+            node_name=node,
+            server_id=f"10.0.0.{i + 1}",
+            host_ip=f"10.0.0.{i + 1}",
+            pod_ip=f"172.16.0.{i + 1}",
+            task_name="worker",
+            task_index=i,
+            devices=tuple(Device(device_id=d, device_ip=f"192.168.{i}.{d + 1}") for d in range(cards)),
+        )
+        for i, node in enumerate(nodes)
+    )
+    return Placement(job_name=name, namespace="default", servers=servers)
+
+
 def planning_demo() -> None:
     say("-- rank planning: 32 pods x 8 cards placed on free nodes of a 16-leaf two-tier Clos (8 nodes/leaf)")
-    try:
-        from planner import generate_topology, plan_ranks
-        from webhook.cli_extender import worker_placement
-    except ImportError as exc:
-        say(f"(planner.plan_ranks is not available in this checkout: {exc}; skipping the planning part)", 3)
-        return
     import random
 
     topology = generate_topology(leaves=16, servers_per_leaf=8)
     rng = random.Random(7)
     nodes = rng.sample(sorted(topology.paths), 32)  # a fragmented cluster: free nodes are scattered
-    placement = worker_placement("bert-32x8", nodes)
+    placement = scattered_job("bert-32x8", nodes)
     result = plan_ranks(placement, topology, "ring", "ecmp", rng=0, time_limit=2.0)
     before, after = result.before, result.after
     say(f"planner: {result.message} ({result.wall_time_s * 1000:.0f} ms); rank 0 stays on task index 0", 3)

@@ -19,7 +19,7 @@ from certs import (
     issue_bundle,
     service_dns_names,
 )
-from webhook.cli import main
+from webhook.cli.main import main
 
 SERVICE, NAMESPACE = "ringroute-webhook", "ringroute-system"
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from planner import Pattern, generate_topology, plan_ranks
-from webhook.cli_extender import worker_placement
-from webhook.controller import _completed_message
+from tests.support.placements import worker_placement
+from webhook.controller.planning import _completed_message
 
 
 @pytest.mark.parametrize(

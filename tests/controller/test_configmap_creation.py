@@ -11,23 +11,15 @@ from typing import Any
 
 import pytest
 
-from tests.controller.cluster import (
-    NS,
-    Harness,
-    add_job,
-    admission_chain,
-    cluster_nodes,
-    fast_settings,
-    make_job,
-    make_pod,
-    running_controller,
-)
-from tests.fakes import FakeApiServer
-from webhook.controller import MAX_DEBOUNCE_FACTOR, Controller
-from webhook.kube import JOBS, KubeError, KubeRepository
-from webhook.metrics import Metrics
-from webhook.rank_configmap import initial_configmap
-from webhook.settings import RANK_TABLE_WRITER_ANNOTATION, SettingsError, settings_from_mapping
+from emulation.apiserver import FakeApiServer
+from emulation.cluster import NS, add_job, cluster_nodes, make_job, make_pod
+from tests.support.controller import Harness, admission_chain, fast_settings, running_controller
+from webhook.common.metrics import Metrics
+from webhook.common.names import RANK_TABLE_WRITER_ANNOTATION
+from webhook.common.rank_configmap import initial_configmap
+from webhook.common.settings import SettingsError, settings_from_mapping
+from webhook.controller.reconciler import MAX_DEBOUNCE_FACTOR, Controller
+from webhook.kube.client import JOBS, KubeError, KubeRepository
 
 Obj = dict[str, Any]
 PROFILE = fast_settings().profiles[0]

@@ -9,17 +9,10 @@ from typing import Any
 
 import pytest
 
+from emulation.apiserver import Fault
+from emulation.cluster import NS, add_job, cluster_nodes, make_job, make_pod
 from planner import parse_rank_table
-from tests.controller.cluster import (
-    NS,
-    Harness,
-    add_job,
-    cluster_nodes,
-    make_job,
-    make_pod,
-    running_controller,
-)
-from tests.fakes import Fault
+from tests.support.controller import Harness, running_controller
 
 Obj = dict[str, Any]
 
@@ -279,7 +272,7 @@ async def test_a_table_too_large_for_a_configmap_is_a_failed_event_not_a_truncat
     async with running_controller() as h:
         job = make_job("huge", 3, cards=16)
         await add_job(h.server, job)
-        from webhook import rank_configmap
+        from webhook.common import rank_configmap
 
         original = rank_configmap.CONFIGMAP_DATA_LIMIT
         defaults = rank_configmap.completed_payload.__kwdefaults__

@@ -13,9 +13,10 @@ import uuid
 
 import pytest
 
-from webhook.kube import CONFIGMAPS, ConflictError, KubeRepository, connect
-from webhook.leader import LeaderElector
-from webhook.metrics import Metrics
+from webhook.common.metrics import Metrics
+from webhook.kube.client import CONFIGMAPS, ConflictError, KubeRepository, connect
+from webhook.kube.events import EventRecorder
+from webhook.kube.leader import LeaderElector
 
 pytestmark = pytest.mark.e2e
 
@@ -39,7 +40,7 @@ async def test_configmap_guarded_update_events_and_lease_against_a_real_api_serv
         stale["data"] = {"a": "3"}
         with pytest.raises(ConflictError):
             await repo.replace_object(CONFIGMAPS, stale)
-        await repo.emit_event(current, reason="RankTablePending", message="e2e")
+        await EventRecorder(repo).emit(current, reason="RankTablePending", message="e2e")
         items, resource_version = await repo.list_objects(CONFIGMAPS, namespace)
         assert resource_version
         assert any(i["metadata"]["name"] == "configmap1980-e2e" for i in items)

@@ -1,4 +1,4 @@
-"""Volcano's side of the extender protocol, per release (webhook.extender_volcano)."""
+"""Volcano's side of the extender protocol, per release (webhook.extender.volcano)."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from webhook import extender_volcano as ev
+from webhook.extender import volcano as ev
 
 RELEASES = ev.RELEASES
 

@@ -10,12 +10,12 @@ from typing import Any
 import pytest
 from aiohttp.test_utils import TestClient, TestServer
 
-from tests.extender.payloads import RESOURCE, decoded_task, job, node, session_open, tor
-from webhook import extender_scoring
-from webhook.extender import STATE_KEY, extender_app
-from webhook.extender_sim import predicate_passes, task_info
-from webhook.metrics import Metrics
-from webhook.settings import Settings, settings_from_mapping
+from tests.support.extender import RESOURCE, decoded_task, job, node, session_open, tor
+from webhook.common.metrics import Metrics
+from webhook.common.settings import Settings, settings_from_mapping
+from webhook.extender import scoring as extender_scoring
+from webhook.extender.app import STATE_KEY, extender_app
+from webhook.extender.simulation import predicate_passes, task_info
 
 RELEASES = [(1, 7), (1, 8), (1, 9), (1, 10), (1, 12), (1, 13), (1, 16)]
 

@@ -7,7 +7,7 @@ import itertools
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from webhook.extender_placement import LeafRoom, leaves_lower_bound, plan_gang
+from webhook.extender.placement import LeafRoom, leaves_lower_bound, plan_gang
 
 
 def brute_force(rooms: list[LeafRoom], need: int) -> tuple[int, int, int] | None:

@@ -7,7 +7,7 @@ from typing import Any
 import msgspec
 import pytest
 
-from tests.extender.payloads import (
+from tests.support.extender import (
     RESOURCE,
     decoded_node,
     decoded_session,
@@ -18,17 +18,17 @@ from tests.extender.payloads import (
     session_open,
     tor,
 )
-from webhook.extender_scoring import PLAN_BASE, predicate, prioritize
-from webhook.extender_sim import task_info
-from webhook.extender_state import MAX_REMEMBERED_JOBS, ExtenderState, label_path_reader
-from webhook.extender_types import CODE_UNSCHEDULABLE, CODE_UNSCHEDULABLE_AND_UNRESOLVABLE
-from webhook.settings import (
+from webhook.common.settings import (
     DEFAULT_PROFILES,
     ExtenderSettings,
     Settings,
     TopologySettings,
     settings_from_mapping,
 )
+from webhook.extender.scoring import PLAN_BASE, predicate, prioritize
+from webhook.extender.simulation import task_info
+from webhook.extender.state import MAX_REMEMBERED_JOBS, ExtenderState, label_path_reader
+from webhook.extender.wire import CODE_UNSCHEDULABLE, CODE_UNSCHEDULABLE_AND_UNRESOLVABLE
 
 SETTINGS = Settings()
 WEIGHT = SETTINGS.extender.score_weight
@@ -447,8 +447,8 @@ def test_node_views_from_requests_stay_within_the_memory_budget() -> None:
 def test_without_session_data_prioritize_reads_labels_only_for_nodes_it_has_not_seen_lately() -> None:
     import orjson
 
-    from webhook.extender import ExtenderService
-    from webhook.metrics import Metrics
+    from webhook.common.metrics import Metrics
+    from webhook.extender.app import ExtenderService
 
     clock = Clock()
     service = ExtenderService(SETTINGS, Metrics(), ExtenderState(SETTINGS, clock=clock))

@@ -10,25 +10,18 @@ from typing import Any
 import numpy as np
 import pytest
 
-from tests.extender.payloads import RESOURCE, job, sim_node, tor
-from webhook.cli import main
-from webhook.extender import ExtenderService
-from webhook.extender_sim import (
-    ClusterSpec,
-    SimNode,
-    VolcanoAllocate,
-    VolcanoConfig,
-    num_feasible_nodes_to_find,
-    simulate,
-    summarise,
-)
-from webhook.metrics import Metrics
-from webhook.settings import Settings, settings_from_mapping
+from tests.support.extender import RESOURCE, job, sim_node, tor
+from webhook.cli.main import main
+from webhook.common.metrics import Metrics
+from webhook.common.settings import Settings, settings_from_mapping
+from webhook.extender.app import ExtenderService
+from webhook.extender.experiment import ClusterSpec, simulate, summarise
+from webhook.extender.simulation import SimNode, VolcanoAllocate, VolcanoConfig, num_feasible_nodes_to_find
 
 
 @pytest.fixture(autouse=True)
 def quiet_extender() -> None:
-    logging.getLogger("webhook.extender").setLevel(logging.WARNING)
+    logging.getLogger("webhook.extender.app").setLevel(logging.WARNING)
 
 
 def measured_cluster(seed: int) -> list[SimNode]:
@@ -181,9 +174,9 @@ def test_command_rejects_a_release_before_1_7(capsys: pytest.CaptureFixture[str]
 
 
 def test_the_score_steps_outweigh_what_nodeorder_and_binpack_add_at_their_default_weights() -> None:
-    from webhook import extender_volcano as volcano
-    from webhook.extender_scoring import PLAN_BASE, SAME_LEAF
-    from webhook.extender_state import PLAN_LEAF_STEP
+    from webhook.extender import volcano
+    from webhook.extender.scoring import PLAN_BASE, SAME_LEAF
+    from webhook.extender.state import PLAN_LEAF_STEP
 
     weight = Settings().extender.score_weight
     smallest_step = min(PLAN_LEAF_STEP, PLAN_BASE - (SAME_LEAF[0] + SAME_LEAF[1]))

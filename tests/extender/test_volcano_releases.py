@@ -1,5 +1,5 @@
 """The extender against each Volcano release's exact wire format: requests built from the Go structs of the
-release (`webhook.extender_volcano`), answers decoded as that release's plugin and allocate action decode them."""
+release (`webhook.extender.volcano`), answers decoded as that release's plugin and allocate action decode them."""
 
 from __future__ import annotations
 
@@ -9,17 +9,17 @@ from typing import Any
 import orjson
 import pytest
 
-from webhook import extender_volcano as volcano
-from webhook.extender import ExtenderService, answer_group
-from webhook.metrics import Metrics
-from webhook.settings import Settings, settings_from_mapping
+from webhook.common.metrics import Metrics
+from webhook.common.settings import Settings, settings_from_mapping
+from webhook.extender import volcano
+from webhook.extender.app import ExtenderService, answer_group
 
 RELEASES = ["1.7", "1.8", "1.9", "1.10", "1.12", "1.13", "1.14", "1.15", "1.16"]
 
 
 @pytest.fixture(autouse=True)
 def quiet() -> None:
-    logging.getLogger("webhook.extender").setLevel(logging.WARNING)
+    logging.getLogger("webhook.extender.app").setLevel(logging.WARNING)
 
 
 def route_planned_pod(index: int, *, release: str, node_name: str | None = None) -> dict[str, Any]:

@@ -80,7 +80,7 @@ def test_runtime_runs_as_a_numeric_non_root_user_and_starts_ringroute_serve() ->
     assert entrypoint is not None
     assert json.loads(entrypoint) == ["ringroute", "serve"]
     scripts = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"]
-    assert scripts["ringroute"] == "webhook.cli:main"
+    assert scripts["ringroute"] == "webhook.cli.main:main"
 
 
 def test_runtime_writes_nothing_at_run_time_so_a_read_only_root_filesystem_works() -> None:

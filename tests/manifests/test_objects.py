@@ -6,8 +6,9 @@ from typing import Any
 
 import yaml
 
-from tests.manifests.conftest import one
-from webhook.settings import RING_LABEL, settings_from_mapping
+from tests.support.kustomize import one
+from webhook.common.names import RING_LABEL
+from webhook.common.settings import settings_from_mapping
 
 NAMESPACE = "ringroute-system"
 SERVICE_ACCOUNT = "ringroute"
@@ -134,9 +135,9 @@ def extender_pod(objects: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def test_the_extender_runs_in_pods_of_its_own_probed_on_its_healthz(objects: list[dict[str, Any]]) -> None:
-    from webhook.extender import PREFIX, extender_app
-    from webhook.metrics import Metrics
-    from webhook.settings import Settings
+    from webhook.common.metrics import Metrics
+    from webhook.common.settings import Settings
+    from webhook.extender.app import PREFIX, extender_app
 
     (extender,) = extender_pod(objects)["containers"]
     assert extender["command"] == ["ringroute", "extender"]
@@ -316,15 +317,15 @@ def test_webhooks_target_the_service_that_exists(objects: list[dict[str, Any]]) 
 
 
 def test_every_resource_the_code_talks_to_is_granted(objects: list[dict[str, Any]], variant: str) -> None:
-    import webhook.kube
-    import webhook.kube_certs
+    import webhook.kube.client
+    import webhook.kube.self_signed
 
-    modules = [webhook.kube] + ([webhook.kube_certs] if variant == "self-signed" else [])
+    modules = [webhook.kube.client] + ([webhook.kube.self_signed] if variant == "self-signed" else [])
     kinds = {
         (value.group, value.plural)
         for module in modules
         for value in vars(module).values()
-        if isinstance(value, webhook.kube.ResourceKind)
+        if isinstance(value, webhook.kube.client.ResourceKind)
     }
     assert len(kinds) >= 7
     granted = {(group, resource) for _, group, resource, _, _ in grants_of_service_account(objects)}

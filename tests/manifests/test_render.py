@@ -9,13 +9,12 @@ from pathlib import Path
 from typing import Any
 
 import jsonschema
-import kubernetes_validate  # type: ignore[import-untyped]
+import kubernetes_validate
 import pytest
 import yaml
 
 from certs import service_dns_names
-from tests.manifests.conftest import VARIANTS, one
-from tests.manifests.kustomize import KustomizeError, render, strategic_merge
+from tests.support.kustomize import VARIANTS, KustomizeError, one, render, strategic_merge
 
 KUBERNETES_VERSIONS = ("1.28.0", kubernetes_validate.latest_version())
 

@@ -23,13 +23,13 @@ from planner import (
     job_network,
     plan_ranks,
 )
-from tests.planner.core.test_ring import ring_crossings
+from tests.support.placements import ring_crossings
 
 
 @st.composite
 def jobs(draw: st.DrawFn) -> tuple[Placement, Topology]:
     """A cluster of 1-6 leaves (optionally in pods) and a job on a random subset, in random pod order."""
-    from tests.planner.core.helpers import make_placement, make_topology
+    from tests.support.placements import make_placement, make_topology
 
     leaf_sizes = draw(st.lists(st.integers(1, 6), min_size=1, max_size=6))
     leaves_per_pod = draw(st.one_of(st.none(), st.integers(1, 3)))
@@ -111,7 +111,7 @@ def test_pairwise_plans_keep_the_master_first_and_are_permutations(
 
 
 def small_job(master: int = 0) -> tuple[Placement, Topology]:
-    from tests.planner.core.helpers import make_placement, make_topology
+    from tests.support.placements import make_placement, make_topology
 
     topology = make_topology([4, 4, 4, 4], leaves_per_pod=2, fabric=Fabric(nics_per_server=2))
     nodes = list(topology.paths)
@@ -120,7 +120,7 @@ def small_job(master: int = 0) -> tuple[Placement, Topology]:
 
 
 def test_halving_doubling_plan_keeps_every_first_step_partner_on_its_leaf() -> None:
-    from tests.planner.core.helpers import make_placement, make_topology
+    from tests.support.placements import make_placement, make_topology
 
     topology = make_topology([4, 4, 4, 4], fabric=Fabric(nics_per_server=2))
     nodes = list(topology.paths)
@@ -134,7 +134,7 @@ def test_halving_doubling_plan_keeps_every_first_step_partner_on_its_leaf() -> N
 
 
 def test_halving_doubling_with_a_master_on_a_small_leaf_still_gives_it_rank_zero() -> None:
-    from tests.planner.core.helpers import make_placement, make_topology
+    from tests.support.placements import make_placement, make_topology
 
     topology = make_topology([4, 4, 2], fabric=Fabric(nics_per_server=2))
     nodes = list(topology.paths)
@@ -217,7 +217,7 @@ def test_a_node_missing_from_the_topology_is_a_topology_error_naming_node_and_po
 
 
 def test_two_pods_on_one_node_are_a_placement_error() -> None:
-    from tests.planner.core.helpers import make_placement
+    from tests.support.placements import make_placement
 
     _, topology = small_job()
     nodes = list(topology.paths)
@@ -236,7 +236,7 @@ def test_every_baseline_is_a_permutation_with_the_master_first() -> None:
 
 
 def test_nslb_baseline_is_leaf_contiguous_with_servers_by_slice_id() -> None:
-    from tests.planner.core.helpers import make_placement, make_topology
+    from tests.support.placements import make_placement, make_topology
 
     topology = make_topology([3, 3], slots=[[2, 0, 1], [1, 2, 0]])
     nodes = list(topology.paths)

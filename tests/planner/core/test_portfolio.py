@@ -27,7 +27,7 @@ from planner import (
 )
 from planner.core._plan import PORTFOLIO_BASELINES
 from planner.core._search import objective
-from tests.planner.core.helpers import make_placement
+from tests.support.placements import make_placement
 
 
 def cluster(leaves: int, oversubscription: float, leaves_per_pod: int | None = None) -> Topology:

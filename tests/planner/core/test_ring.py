@@ -15,16 +15,7 @@ from planner.core._ring import (
     grouped_ring_order,
     server_layout,
 )
-from tests.planner.core.helpers import make_placement, make_topology
-
-
-def ring_crossings(codes: np.ndarray, order: tuple[int, ...] | list[int]) -> list[int]:
-    """Reference count, written independently of the planner: ring edges whose ends differ at each tier."""
-    n = len(order)
-    return [
-        sum(1 for r in range(n) if n > 1 and codes[order[r], t] != codes[order[(r + 1) % n], t])
-        for t in range(codes.shape[1])
-    ]
+from tests.support.placements import make_placement, make_topology, ring_crossings
 
 
 def all_orders(n: int, master: int) -> list[tuple[int, ...]]:

@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from planner import InputError, PlacementError, load_kube_objects, placement_from_pods, read_placement
-from tests.planner.io.factories import ANNOTATION_910, ANNOTATION_1980, RESOURCE, device_annotation, pod
+from tests.support.pods import ANNOTATION_910, ANNOTATION_1980, RESOURCE, device_annotation, pod
 
 KEYS = (ANNOTATION_1980, ANNOTATION_910)
 
@@ -245,7 +245,7 @@ def test_placement_invariants_hold_for_any_pod_order(n: int, rng: random.Random,
 def test_pods_exactly_as_volcano_creates_them_give_task_indices_with_or_without_the_index_annotation(
     release: str,
 ) -> None:
-    from webhook import extender_volcano as volcano
+    from webhook.extender import volcano
 
     pods = []
     for index, node in enumerate((3, 0, 2, 1)):

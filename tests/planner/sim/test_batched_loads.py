@@ -18,7 +18,7 @@ from planner import (
     pin_routes,
     ring_flows,
 )
-from tests.planner.sim.fabrics import clos, network
+from tests.support.fabrics import clos, network
 
 
 @st.composite

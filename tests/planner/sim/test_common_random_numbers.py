@@ -13,7 +13,7 @@ from planner import (
     paired_difference,
     ring_flows,
 )
-from tests.planner.sim.fabrics import clos, network
+from tests.support.fabrics import clos, network
 
 
 def _reference_max_loads(net: JobNetwork, steps: list[np.ndarray], qps: int, seeds: int) -> np.ndarray:

@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 from scipy.optimize import linprog
 
 from planner import flow_rates, link_loads, max_min_rates, ring_flows
-from tests.planner.sim.fabrics import clos, network
+from tests.support.fabrics import clos, network
 
 
 @st.composite

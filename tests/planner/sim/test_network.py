@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from planner import LINK_TIER_LEAF, LINK_TIER_NIC, LINK_TIER_SPINE, TopologyError, job_network
-from tests.planner.sim.fabrics import clos, network
+from tests.support.fabrics import clos, network
 
 
 def test_tor_uplinks_count_every_nic_of_every_server_on_the_leaf_in_the_whole_topology() -> None:

@@ -18,7 +18,7 @@ from planner import (
     pin_routes,
     ring_flows,
 )
-from tests.planner.sim.fabrics import clos, network
+from tests.support.fabrics import clos, network
 
 
 def brute_force_optimum(net: JobNetwork, flows: np.ndarray) -> int:

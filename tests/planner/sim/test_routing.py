@@ -17,7 +17,7 @@ from planner import (
     pin_routes,
     ring_flows,
 )
-from tests.planner.sim.fabrics import clos, network
+from tests.support.fabrics import clos, network
 
 # Servers of `clos([2, 2, 2])`: 0, 1 on leaf-0; 2, 3 on leaf-1; 4, 5 on leaf-2 (slot = position on the leaf).
 COLLIDING_RING = [0, 2, 4, 3, 1, 5]

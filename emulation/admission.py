@@ -1,0 +1,56 @@
+"""AdmissionReviews as the API server sends them to a webhook (for the demo, the benchmarks and the tests)."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+JOBS_RESOURCE = ("batch.volcano.sh", "v1alpha1", "jobs")
+"""(group, version, plural) of Volcano Jobs, the resource ringroute admits."""
+
+
+def admission_review(
+    obj: Any,
+    *,
+    operation: str = "CREATE",
+    uid: str | None = None,
+    dry_run: bool = False,
+    old: Any = None,
+    resource: tuple[str, str, str] = JOBS_RESOURCE,
+    username: str = "kubernetes-admin",
+    kind: str | None = None,
+) -> dict[str, Any]:
+    """An AdmissionReview v1 as the API server sends it.
+
+    `obj` is sent as given (it may be malformed on purpose); name and namespace are read from it when present.
+    `kind` defaults to the resource's singular, capitalised (`Job` for jobs).
+    """
+    group, version, plural = resource
+    metadata = obj.get("metadata") if isinstance(obj, dict) else None
+    name = metadata.get("name", "") if isinstance(metadata, dict) else ""
+    namespace = metadata.get("namespace", "default") if isinstance(metadata, dict) else "default"
+    kind_name = kind or ("Job" if plural == "jobs" else plural.rstrip("s").title())
+    group_version_kind = {"group": group, "version": version, "kind": kind_name}
+    options = {"CREATE": "CreateOptions", "UPDATE": "UpdateOptions", "DELETE": "DeleteOptions"}.get(operation)
+    return {
+        "apiVersion": "admission.k8s.io/v1",
+        "kind": "AdmissionReview",
+        "request": {
+            "uid": uid if uid is not None else str(uuid.uuid4()),
+            "kind": group_version_kind,
+            "resource": {"group": group, "version": version, "resource": plural},
+            "requestKind": group_version_kind,
+            "requestResource": {"group": group, "version": version, "resource": plural},
+            "name": name,
+            "namespace": namespace,
+            "operation": operation,
+            "userInfo": {"username": username, "groups": ["system:authenticated"]},
+            "object": obj,
+            "oldObject": old,
+            "dryRun": dry_run,
+            "options": {"apiVersion": "meta.k8s.io/v1", "kind": options} if options else None,
+        },
+    }
+
+
+__all__ = ["JOBS_RESOURCE", "admission_review"]

@@ -1,0 +1,178 @@
+"""The launcher script run by dash against ConfigMap files as kubelet mounts them."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from webhook.common.launcher import LAUNCHER_TIMEOUT_PLACEHOLDER, launcher_script
+
+DASH = shutil.which("dash")
+pytestmark = pytest.mark.skipif(DASH is None, reason="dash is not installed (apt-get install dash)")
+
+ENV_DUMP = 'echo "NODE_RANK=$NODE_RANK RANK_AFTER_ACC=$RANK_AFTER_ACC MASTER_ADDR=$MASTER_ADDR '
+ENV_DUMP += 'WORLD_SIZE=$WORLD_SIZE RANK_TABLE_FILE=$RANK_TABLE_FILE ARGS=$*"'
+
+
+def completed_table(pods: list[str], *, host_network: bool = False) -> dict[str, Any]:
+    servers = []
+    for rank in range(len(pods)):
+        server: dict[str, Any] = {"server_id": f"192.168.0.{rank + 10}", "host_ip": f"192.168.0.{rank + 10}"}
+        if not host_network:
+            server["container_ip"] = f"172.16.0.{rank + 10}"
+        server["device"] = [
+            {"device_id": str(d), "device_ip": f"10.0.{rank}.{d}", "rank_id": str(rank * 2 + d)} for d in range(2)
+        ]
+        servers.append(server)
+    return {"status": "completed", "version": "1.0", "server_count": str(len(pods)), "server_list": servers}
+
+
+def write_mount(mount: Path, table: dict[str, Any] | str, ranks: dict[str, int], *, indent: int | None = None) -> None:
+    mount.mkdir(parents=True, exist_ok=True)
+    text = table if isinstance(table, str) else json.dumps(table, indent=indent)
+    (mount / "jobstart_hccl.json").write_text(text, encoding="utf-8")
+    (mount / "ranks.env").write_text("".join(f"{p}={r}\n" for p, r in ranks.items()), encoding="utf-8")
+    (mount / "ringroute-launcher.sh").write_text(launcher_script(30), encoding="utf-8")
+
+
+def run_launcher(
+    mount: Path, pod: str | None, *, timeout: int = 5, extra_env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    env = {"PATH": os.environ["PATH"], "RINGROUTE_LAUNCHER_TIMEOUT": str(timeout), "RINGROUTE_LAUNCHER_POLL": "1"}
+    if pod is not None:
+        env["POD_NAME"] = pod
+    env.update(extra_env or {})
+    assert DASH is not None
+    return subprocess.run(
+        [DASH, str(mount / "ringroute-launcher.sh"), "--", "sh", "-c", ENV_DUMP, "cmd", "a b", "c"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout + 10,
+        check=False,
+    )
+
+
+PODS = ["job-worker-0", "job-worker-1", "job-worker-2"]
+
+
+@pytest.mark.parametrize("indent", [None, 2])
+def test_completed_table_exports_the_routed_rank_and_execs_the_command(tmp_path: Path, indent: int | None) -> None:
+    write_mount(
+        tmp_path,
+        completed_table(["job-worker-0", "job-worker-2", "job-worker-1"]),
+        {
+            "job-worker-0": 0,
+            "job-worker-2": 1,
+            "job-worker-1": 2,
+        },
+        indent=indent,
+    )
+    result = run_launcher(tmp_path, "job-worker-1")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == (
+        f"NODE_RANK=2 RANK_AFTER_ACC=2 MASTER_ADDR=172.16.0.10 WORLD_SIZE=3 "
+        f"RANK_TABLE_FILE={tmp_path}/jobstart_hccl.json ARGS=a b c"
+    )
+
+
+def test_host_network_pods_use_the_host_ip_of_rank_zero(tmp_path: Path) -> None:
+    write_mount(tmp_path, completed_table(PODS, host_network=True), {p: i for i, p in enumerate(PODS)})
+    result = run_launcher(tmp_path, "job-worker-0")
+    assert result.returncode == 0, result.stderr
+    assert "NODE_RANK=0 " in result.stdout
+    assert "MASTER_ADDR=192.168.0.10 " in result.stdout
+
+
+def test_initializing_table_times_out_with_a_clear_message(tmp_path: Path) -> None:
+    write_mount(tmp_path, '{\n    "status":"initializing"\n}\n', {})
+    started = time.monotonic()
+    result = run_launcher(tmp_path, "job-worker-0", timeout=1)
+    assert result.returncode == 1
+    assert time.monotonic() - started < 8
+    assert "still says status 'initializing' after 1s" in result.stderr
+    assert "RINGROUTE_LAUNCHER_TIMEOUT" in result.stderr
+    assert result.stdout == ""
+
+
+def test_missing_pod_entry_fails_after_the_timeout_naming_the_pod(tmp_path: Path) -> None:
+    write_mount(tmp_path, completed_table(PODS), {p: i for i, p in enumerate(PODS)})
+    result = run_launcher(tmp_path, "job-worker-7", timeout=1)
+    assert result.returncode == 1
+    assert "has no entry for pod job-worker-7" in result.stderr
+
+
+def test_table_completed_during_the_wait_releases_the_launcher(tmp_path: Path) -> None:
+    write_mount(tmp_path, '{"status":"initializing"}', {})
+    env = {
+        "PATH": os.environ["PATH"],
+        "POD_NAME": "job-worker-2",
+        "RINGROUTE_LAUNCHER_TIMEOUT": "20",
+        "RINGROUTE_LAUNCHER_POLL": "1",
+    }
+    assert DASH is not None
+    process = subprocess.Popen(
+        [DASH, str(tmp_path / "ringroute-launcher.sh"), "--", "sh", "-c", ENV_DUMP, "cmd"],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    time.sleep(1.2)
+    assert process.poll() is None
+    write_mount(tmp_path, completed_table(PODS), {p: i for i, p in enumerate(PODS)})
+    out, err = process.communicate(timeout=15)
+    assert process.returncode == 0, err
+    assert "NODE_RANK=2 " in out
+    assert "WORLD_SIZE=3 " in out
+
+
+def test_missing_pod_name_is_an_immediate_error(tmp_path: Path) -> None:
+    write_mount(tmp_path, completed_table(PODS), {p: i for i, p in enumerate(PODS)})
+    result = run_launcher(tmp_path, None)
+    assert result.returncode == 1
+    assert "POD_NAME is not set" in result.stderr
+
+
+def test_a_rank_table_file_elsewhere_is_honoured(tmp_path: Path) -> None:
+    write_mount(tmp_path / "mount", completed_table(PODS), {p: i for i, p in enumerate(PODS)})
+    (tmp_path / "mount" / "ringroute-launcher.sh").rename(tmp_path / "ringroute-launcher.sh")
+    result = run_launcher(
+        tmp_path, "job-worker-1", extra_env={"RANK_TABLE_FILE": str(tmp_path / "mount" / "jobstart_hccl.json")}
+    )
+    assert result.returncode == 0, result.stderr
+    assert "NODE_RANK=1 " in result.stdout
+
+
+def test_gzip_compressed_table_is_decompressed_for_the_command(tmp_path: Path) -> None:
+    import gzip
+
+    table = completed_table(PODS)
+    write_mount(tmp_path / "m", '{"status":"completed","compressed":"jobstart_hccl.json.gz"}', {"job-worker-1": 1})
+    (tmp_path / "m" / "jobstart_hccl.json.gz").write_bytes(gzip.compress(json.dumps(table).encode()))
+    work = tmp_path / "work"
+    work.mkdir()
+    result = run_launcher(tmp_path / "m", "job-worker-1", extra_env={"RINGROUTE_WORK_DIR": str(work)})
+    assert result.returncode == 0, result.stderr
+    assert f"RANK_TABLE_FILE={work}/jobstart_hccl.json " in result.stdout
+    assert "MASTER_ADDR=172.16.0.10 WORLD_SIZE=3 " in result.stdout
+    assert json.loads((work / "jobstart_hccl.json").read_text()) == table
+
+
+def test_launcher_has_its_timeout_default_filled_in_and_uses_no_bashisms() -> None:
+    script = launcher_script(1234)
+    assert LAUNCHER_TIMEOUT_PLACEHOLDER not in script
+    assert "RINGROUTE_LAUNCHER_TIMEOUT:-1234}" in script
+    assert script.startswith("#!/bin/sh\n")
+    for bashism in ("[[ ", "function ", "local ", "$'", "<<<", "pipefail", "${!"):
+        assert bashism not in script
+    assert DASH is not None
+    check = subprocess.run([DASH, "-n"], input=script, capture_output=True, text=True, check=False)
+    assert check.returncode == 0, check.stderr

@@ -1,0 +1,136 @@
+"""The rank-table ConfigMap bodies: initial body, completed data, the 1 MiB limit and gzip."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import gzip
+import json
+
+import msgspec
+import pytest
+
+from emulation.cluster import make_job
+from webhook.common.names import LAUNCHER_KEY
+from webhook.common.rank_configmap import (
+    STATE_KEY,
+    ConfigMapTooLargeError,
+    completed_payload,
+    data_size,
+    initial_configmap,
+    parse_state_record,
+    rank_table_status,
+    state_record,
+)
+from webhook.common.settings import AcceleratorProfile, Settings
+from webhook.controller.planning import fixed_ranks_from_record, npu_task_replicas, wants_route_plan
+from webhook.kube.workqueue import DebouncedQueue
+
+SETTINGS = Settings()
+PROFILE = SETTINGS.profiles[0]
+
+
+def test_initial_configmap_is_named_labelled_initializing_and_controlled_by_the_job() -> None:
+    job = make_job("bert", 4)
+    body = initial_configmap(job, PROFILE, SETTINGS)
+    assert body["metadata"]["name"] == "configmap1980-bert"
+    assert body["metadata"]["namespace"] == "team-a"
+    assert body["metadata"]["labels"] == {"ring-controller.cce": "ascend-1980"}
+    assert json.loads(body["data"]["jobstart_hccl.json"]) == {"status": "initializing"}
+    assert "RINGROUTE_LAUNCHER_TIMEOUT:-1800}" in body["data"][LAUNCHER_KEY]
+    assert body["metadata"]["annotations"] == {"ringroute.io/created-by": "ringroute"}
+    assert "ownerReferences" not in body["metadata"], "a job not stored yet has no uid to refer to"
+    job["metadata"]["uid"] = "u-1"
+    [owner] = initial_configmap(job, PROFILE, SETTINGS)["metadata"]["ownerReferences"]
+    assert owner == {
+        "apiVersion": "batch.volcano.sh/v1alpha1",
+        "kind": "Job",
+        "name": "bert",
+        "uid": "u-1",
+        "controller": True,
+        "blockOwnerDeletion": True,
+    }
+
+
+def test_completed_payload_over_the_limit_names_the_size_and_the_fix() -> None:
+    table = json.dumps({"status": "completed", "server_list": ["x" * 3000]})
+    with pytest.raises(ConfigMapTooLargeError, match=r"limit 2000\); set gzipRankTable: true"):
+        completed_payload(SETTINGS, PROFILE, rank_table=table, ranks_env="", state="{}", limit=2000)
+
+
+def test_plan_report_is_dropped_before_the_table_would_not_fit() -> None:
+    payload = completed_payload(
+        SETTINGS,
+        PROFILE,
+        rank_table='{"status":"completed"}',
+        ranks_env="a=0\n",
+        state="{}",
+        plan_report="r" * 5000,
+        limit=6000,
+    )
+    assert "omitted" in json.loads(payload.data["ringroute-plan.json"])
+    assert payload.size == data_size(payload.data, payload.binary_data) <= 6000
+
+
+def test_gzip_profile_stores_the_table_compressed_and_the_status_file_says_completed() -> None:
+    profile = msgspec.structs.replace(PROFILE, gzip_rank_table=True)
+    table = json.dumps({"status": "completed", "server_list": [{"server_id": str(i)} for i in range(400)]})
+    payload = completed_payload(SETTINGS, profile, rank_table=table, ranks_env="", state="{}", limit=7000)
+    assert json.loads(payload.data["jobstart_hccl.json"])["status"] == "completed"
+    assert gzip.decompress(base64.b64decode(payload.binary_data["jobstart_hccl.json.gz"])).decode() == table
+    assert rank_table_status({"data": payload.data}, profile) == "completed"
+
+
+def test_state_record_round_trips_and_garbage_is_ignored() -> None:
+    text = state_record("uid", "2", [("p-0", "n-0"), ("p-1", "n-1")])
+    assert parse_state_record(text) == {"jobUid": "uid", "jobVersion": "2", "servers": [["p-0", "n-0"], ["p-1", "n-1"]]}
+    assert parse_state_record("{not json") is None
+    assert parse_state_record(None) is None
+    assert STATE_KEY == "ringroute-state.json"
+
+
+def test_expected_pods_count_only_npu_tasks_and_route_plan_is_read_from_env_or_annotation() -> None:
+    job = make_job("j", 5, route_plan=False)
+    cpu_task = json.loads(json.dumps(job["spec"]["tasks"][0]))
+    cpu_task["name"] = "ps"
+    cpu_task["template"]["spec"]["containers"][0]["resources"] = {"requests": {"cpu": "4"}}
+    job["spec"]["tasks"].append(cpu_task)
+    assert npu_task_replicas(job, "huawei.com/ascend-1980") == (5, ["worker", "ps"])
+    assert not wants_route_plan(job)
+    job["metadata"]["annotations"] = {"ringroute.io/route-plan": "true"}
+    assert wants_route_plan(job)
+    assert wants_route_plan(make_job("k", 3, route_plan=True))
+
+
+def test_survivor_ranks_never_give_rank_zero_to_a_pod_other_than_task_index_zero() -> None:
+    from planner import Device, Placement, Server
+
+    def server(i: int, node: str) -> Server:
+        return Server(f"p-{i}", node, node, None, None, "worker", i, (Device(0, f"10.0.0.{i + 1}"),))
+
+    placement = Placement("j", "ns", (server(0, "n-9"), server(1, "n-1"), server(2, "n-2")), master=0)
+    fixed = fixed_ranks_from_record(placement, [["p-0", "n-0"], ["p-2", "n-2"], ["p-1", "n-1"]])
+    assert fixed == {2: 1, 1: 2}, "p-0 moved to another node: not a survivor; the others keep their ranks"
+    swapped = fixed_ranks_from_record(placement, [["p-1", "n-1"], ["p-0", "n-9"], ["p-2", "n-2"]])
+    assert 1 not in swapped
+    assert 0 not in swapped
+
+
+async def test_debounced_queue_hands_out_a_busy_key_once_and_reruns_it_after_done() -> None:
+    queue = DebouncedQueue(0.05, 0.5)
+    for _ in range(20):
+        queue.add("a")
+    key = await asyncio.wait_for(queue.get(), 1)
+    assert key == "a"
+    assert len(queue) == 0
+    queue.add("a", 0.0)
+    with pytest.raises(TimeoutError):
+        await asyncio.wait_for(queue.get(), 0.15)
+    queue.done("a")
+    assert await asyncio.wait_for(queue.get(), 1) == "a"
+
+
+def test_profile_label_value_selects_the_table_version() -> None:
+    profile = SETTINGS.profile("ascend-1980-snt9b23")
+    assert isinstance(profile, AcceleratorProfile)
+    assert profile.rank_table_version == "1.2"

@@ -1,0 +1,1 @@
+"""The admission webhook: review types, pure policy and mutation, and the aiohttp server that calls them."""

@@ -1,0 +1,603 @@
+"""Admission mutation: the JSON Patch that gives a labelled Volcano Job what its NPU pods need.
+
+Pure: a function of the job as received, the settings and the cluster facts passed in (`ClusterFacts`). Ops are
+`add` (which also replaces an existing member, used to wrap `command`, to fill an empty `schedulerName` and to
+correct ringroute's own annotations), plus one `remove`: the vendor fork's `configmap1980` job plugin, which
+open-source Volcano refuses. They are computed against the incoming object as plain dicts and serialised once at
+the end. Running the mutator on its own output yields no ops.
+
+On CREATE the mutation also decides who writes the rank table (`ringroute.io/rank-table-writer`), requests
+Volcano's network-topology-aware scheduling for route-planned jobs when the cluster has HyperNodes, and tells
+the scheduler extender the gang size (`ringroute.io/npu-pods` on the NPU pod templates).
+
+On UPDATE (`plan_update`) only a job ringroute admitted is patched, and only with what the stored object
+already has: Volcano's own webhook lets an update change nothing in `spec` but `minAvailable` and `replicas`,
+and a server-side apply that omits the fields injected on CREATE removes them.
+"""
+
+from __future__ import annotations
+
+import base64
+import functools
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+
+from webhook.admission.jobview import (
+    ContainerView,
+    JobView,
+    TaskView,
+    as_list,
+    as_mapping,
+    as_str,
+    escape_pointer,
+    normal_path,
+    unwrap_launcher,
+)
+from webhook.admission.policy.route_plan import has_hostname_anti_affinity
+from webhook.admission.policy.volcano_plugins import plugins_of, rank_table_writer
+from webhook.admission.policy.volcano_release import VENDOR_CONFIGMAP_PLUGIN
+from webhook.admission.review import JsonPatchOperation
+from webhook.common.names import (
+    HOSTNAME_LABEL,
+    INJECTED_ANNOTATION,
+    JOB_NAME_LABEL,
+    LAUNCHER_KEY,
+    NPU_PODS_ANNOTATION,
+    RANK_TABLE_WRITER_ANNOTATION,
+    RING_LABEL,
+    RINGROUTE_WRITER,
+    VOLCANO_PLUGIN_WRITER,
+    VOLCANO_SCHEDULER,
+)
+from webhook.common.settings import (
+    NETWORK_TOPOLOGY_RELEASE,
+    AcceleratorProfile,
+    HostPathVolume,
+    volcano_release,
+)
+
+PatchOp = JsonPatchOperation
+"""One RFC 6902 operation, a plain dict `{"op": "add", "path": ..., "value": ...}` (or `{"op": "remove", "path"}`)."""
+
+CONFIG_VOLUME = "ringroute-config"
+"""Name of the injected rank-table ConfigMap volume."""
+
+# What the `ringroute.io/injected` annotation lists.
+INJECTED_CONFIG_VOLUME = "configmap-volume"
+INJECTED_ENV = "env"
+INJECTED_DRIVER_VOLUMES = "driver-volumes"
+INJECTED_NODE_SELECTOR = "node-selector"
+INJECTED_ANTI_AFFINITY = "anti-affinity"
+INJECTED_TASK_LABEL = "task-label"
+INJECTED_SCHEDULER = "scheduler-name"
+INJECTED_LAUNCHER = "launcher"
+INJECTED_NPU_PODS = "npu-pods"
+INJECTED_NETWORK_TOPOLOGY = "network-topology"
+REMOVED_VENDOR_PLUGIN = "configmap1980-plugin-removed"
+
+_REQUIRED = "requiredDuringSchedulingIgnoredDuringExecution"
+_ANNOTATION_POINTER = "/metadata/annotations/" + escape_pointer(INJECTED_ANNOTATION)
+_PLUGIN_POINTER = "/spec/plugins/" + escape_pointer(VENDOR_CONFIGMAP_PLUGIN)
+_FIELD_ENV = (("POD_NAME", "metadata.name"), ("POD_IP", "status.podIP"), ("HOST_IP", "status.hostIP"))
+_MISSING: Any = object()
+
+
+def add(path: str, value: Any) -> PatchOp:
+    """An RFC 6902 `add` operation."""
+    return {"op": "add", "path": path, "value": value}
+
+
+def remove(path: str) -> PatchOp:
+    """An RFC 6902 `remove` operation."""
+    return {"op": "remove", "path": path}
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterFacts:
+    """What admission knows of the cluster, found out by `ringroute serve` (nothing without an API server)."""
+
+    hypernodes: bool = False
+    """The cluster has Volcano HyperNode objects, so Volcano (1.12+) can keep a job within a network tier."""
+
+
+NO_FACTS = ClusterFacts()
+"""No API server: `networkTopology.inject: auto` requests nothing."""
+
+
+@dataclass(frozen=True, slots=True)
+class Mutation:
+    """The patch of one admission request, and what the AdmissionResponse warns the user about."""
+
+    ops: list[PatchOp] = field(default_factory=list)
+    warnings: tuple[str, ...] = ()
+
+
+def pointer(*tokens: str | int) -> str:
+    """A JSON Pointer from raw tokens, escaping `~` and `/` (RFC 6901)."""
+    return "".join("/" + escape_pointer(str(t)) for t in tokens)
+
+
+def encode_patch(ops: Sequence[PatchOp]) -> str:
+    """The base64 JSON Patch of an AdmissionResponse."""
+    return base64.b64encode(orjson.dumps(ops)).decode("ascii")
+
+
+def field_env(name: str, field_path: str) -> dict[str, Any]:
+    """An env var from the downward API."""
+    return {"name": name, "valueFrom": {"fieldRef": {"apiVersion": "v1", "fieldPath": field_path}}}
+
+
+@dataclass(frozen=True, slots=True)
+class _ProfileNeeds:
+    """What a profile asks of every NPU container, with its paths normalised once per process."""
+
+    mount_path: str
+    mount_dir: str
+    """`mount_path` normalised, to compare with the containers' normalised mount paths."""
+    rank_table_file: str
+    host_paths: tuple[tuple[HostPathVolume, str], ...]
+    """Driver volumes with their normalised paths."""
+    node_selector: tuple[tuple[str, str], ...]
+    label_value: str
+
+
+@functools.lru_cache(maxsize=64)
+def _needs(profile: AcceleratorProfile) -> _ProfileNeeds:
+    return _ProfileNeeds(
+        mount_path=profile.mount_path,
+        mount_dir=normal_path(profile.mount_path),
+        rank_table_file=profile.rank_table_file,
+        host_paths=tuple((host, normal_path(host.path)) for host in profile.host_path_volumes),
+        node_selector=profile.node_selector,
+        label_value=profile.label_value,
+    )
+
+
+@dataclass
+class _Patch:
+    """Ops plus what they inject, collected while walking the job."""
+
+    ops: list[PatchOp] = field(default_factory=list)
+    injected: set[str] = field(default_factory=set)
+
+    def add(self, path: str, value: Any, what: str) -> None:
+        """One `add`, recorded under `what`."""
+        self.ops.append({"op": "add", "path": path, "value": value})
+        self.injected.add(what)
+
+    def extend_list(self, path: str, present: Any, items: list[Any], what: str | None) -> None:
+        """Append items to the list at `path` (now `present`): `-` adds, or one add of the list when absent."""
+        if not items:
+            return
+        if isinstance(present, list):
+            end = path + "/-"
+            self.ops += [{"op": "add", "path": end, "value": item} for item in items]
+        else:
+            self.ops.append({"op": "add", "path": path, "value": items})
+        if what:
+            self.injected.add(what)
+
+    def extend_map(self, path: str, present: Any, entries: dict[str, Any], what: str) -> None:
+        """Add entries to the object at `path` (now `present`): one add each, or one add of the object."""
+        if not entries:
+            return
+        if isinstance(present, Mapping):
+            self.ops += [{"op": "add", "path": f"{path}/{escape_pointer(k)}", "value": v} for k, v in entries.items()]
+        else:
+            self.ops.append({"op": "add", "path": path, "value": entries})
+        self.injected.add(what)
+
+
+def _free_name(wanted: str, taken: set[str]) -> str:
+    name, n = wanted, 2
+    while name in taken:
+        name, n = f"{wanted}-{n}", n + 1
+    return name
+
+
+def _read_mounts(container: ContainerView, config_volumes: set[str]) -> tuple[set[str], str | None]:
+    """The container's normalised mount paths, and where it mounts the rank-table ConfigMap as a directory."""
+    mount_dirs: set[str] = set()
+    rank_table_dir: str | None = None
+    for mount in container.mounts:
+        path = mount.get("mountPath")
+        if not isinstance(path, str) or not path:
+            continue
+        mount_dirs.add(normal_path(path))
+        if (
+            rank_table_dir is None
+            and mount.get("name") in config_volumes
+            and not mount.get("subPath")
+            and not mount.get("subPathExpr")
+        ):
+            rank_table_dir = path
+    return mount_dirs, rank_table_dir
+
+
+def _launcher_command(command: Sequence[Any], directory: str) -> list[Any] | None:
+    """The wrapped command, or None when it is already wrapped (or there is nothing to wrap)."""
+    if not command or len(unwrap_launcher(command)) != len(command):
+        return None
+    return ["/bin/sh", f"{directory.rstrip('/')}/{LAUNCHER_KEY}", "--", *command]
+
+
+@dataclass(frozen=True, slots=True)
+class _Plan:
+    """Job-level decisions: from the settings and cluster facts on CREATE, from the stored object on UPDATE."""
+
+    writer: str | None
+    """`ringroute.io/rank-table-writer` to set (None: leave the annotation alone)."""
+    remove_plugin: bool
+    """Remove `configmap1980` from spec.plugins."""
+    topology: Mapping[str, Any] | None
+    """spec.networkTopology to add when the job has none."""
+    npu_pods: tuple[str | None, ...] | str | None
+    """`ringroute.io/npu-pods` for every NPU template (CREATE), or per task index as stored (UPDATE)."""
+    replace_npu_pods: bool
+    """Correct a different `ringroute.io/npu-pods` value (CREATE), or only add a missing one (UPDATE)."""
+    mount_configmap: bool
+    """Mount the rank-table ConfigMap (not when the vendor plugin writes it: it mounts its own)."""
+
+    def npu_pods_of(self, index: int) -> str | None:
+        """The npu-pods annotation of task `index`."""
+        if isinstance(self.npu_pods, tuple):
+            return self.npu_pods[index] if index < len(self.npu_pods) else None
+        return self.npu_pods
+
+
+def _mutate_task(
+    view: JobView, task: TaskView, needs: _ProfileNeeds, configmap: str, *, plan: _Plan, index: int, patch: _Patch
+) -> None:
+    spec_ptr = f"{task.pointer}/template/spec"
+    # Names mounted by any container count as taken even without a volume: reusing one would change a mount.
+    taken = set(task.volumes_by_name)
+    for other in (*task.containers, *task.init_containers):
+        taken.update(n for m in other.mounts if isinstance(n := m.get("name"), str))
+
+    # One pass over the volumes: the user's volumes of the ConfigMap and of each host path are reused.
+    config_volumes: set[str] = set()
+    config_volume: str | None = None
+    by_host_path: dict[str, str] = {}
+    for name, volume in task.volumes_by_name.items():
+        source = volume.get("configMap")
+        if source is not None and as_mapping(source).get("name") == configmap:
+            config_volumes.add(name)
+            config_volume = config_volume or name
+        host_path = as_mapping(volume.get("hostPath")).get("path")
+        if isinstance(host_path, str):
+            by_host_path.setdefault(host_path, name)
+    new_config_volume: dict[str, Any] | None = None
+    if config_volume is None:
+        config_volume = _free_name(CONFIG_VOLUME, taken)
+        taken.add(config_volume)
+        new_config_volume = {"name": config_volume, "configMap": {"name": configmap}}
+
+    # A driver volume is added (and named) the first time a container needs it.
+    new_driver_volumes: list[dict[str, Any]] = []
+    needs_config_volume = False
+    containers = [(c, False) for c in task.npu_containers] + [(c, True) for c in task.init_containers if c.is_npu]
+    for container, init in containers:
+        mount_dirs, directory = _read_mounts(container, config_volumes)
+        new_mounts: list[dict[str, Any]] = []
+        if directory is None:
+            directory = needs.mount_path
+            if plan.mount_configmap and needs.mount_dir not in mount_dirs:
+                new_mounts.append({"name": config_volume, "mountPath": directory})
+                needs_config_volume = True
+                patch.injected.add(INJECTED_CONFIG_VOLUME)
+        for host, host_dir in needs.host_paths:
+            if host_dir in mount_dirs:
+                continue
+            volume_name = by_host_path.get(host.path)
+            if volume_name is None:
+                volume_name = by_host_path[host.path] = _free_name(host.name, taken)
+                taken.add(volume_name)
+                new_driver_volumes.append({"name": volume_name, "hostPath": {"path": host.path}})
+            new_mounts.append({"name": volume_name, "mountPath": host.path})
+            patch.injected.add(INJECTED_DRIVER_VOLUMES)
+        patch.extend_list(
+            f"{container.pointer}/volumeMounts", container.container.get("volumeMounts"), new_mounts, None
+        )
+
+        env_names = {e.get("name") for e in container.env}
+        new_env: list[dict[str, Any]] = []
+        if "RANK_TABLE_FILE" not in env_names:
+            new_env.append({"name": "RANK_TABLE_FILE", "value": f"{directory.rstrip('/')}/{needs.rank_table_file}"})
+        new_env += [field_env(name, path) for name, path in _FIELD_ENV if name not in env_names]
+        patch.extend_list(f"{container.pointer}/env", container.container.get("env"), new_env, INJECTED_ENV)
+
+        if not init and view.route_planned and view.launcher_enabled:
+            command = container.container.get("command")
+            if isinstance(command, list):
+                wrapped = _launcher_command(command, directory)
+                if wrapped is not None:
+                    patch.add(f"{container.pointer}/command", wrapped, INJECTED_LAUNCHER)
+
+    new_volumes = [new_config_volume] if needs_config_volume and new_config_volume else []
+    new_volumes += new_driver_volumes
+    patch.extend_list(f"{spec_ptr}/volumes", task.pod_spec.get("volumes"), new_volumes, None)
+
+    selector = task.pod_spec.get("nodeSelector")
+    present = as_mapping(selector)
+    patch.extend_map(
+        f"{spec_ptr}/nodeSelector",
+        selector,
+        {k: v for k, v in needs.node_selector if k not in present},
+        INJECTED_NODE_SELECTOR,
+    )
+
+    if view.name and not has_hostname_anti_affinity(task):
+        _add_anti_affinity(task, spec_ptr, view.name, patch)
+
+    _mutate_template_metadata(task, needs, plan, index, patch)
+
+
+def _mutate_template_metadata(task: TaskView, needs: _ProfileNeeds, plan: _Plan, index: int, patch: _Patch) -> None:
+    """The task label and the npu-pods annotation, in one add when the template has no metadata."""
+    template_meta = task.template.get("metadata")
+    labels = as_mapping(template_meta).get("labels")
+    annotations = as_mapping(template_meta).get("annotations")
+    new_labels = {} if RING_LABEL in as_mapping(labels) else {RING_LABEL: needs.label_value}
+    npu_pods = plan.npu_pods_of(index)
+    present = as_mapping(annotations).get(NPU_PODS_ANNOTATION, _MISSING)
+    new_annotations: dict[str, Any] = {}
+    if npu_pods is not None and present != npu_pods and (plan.replace_npu_pods or present is _MISSING):
+        new_annotations[NPU_PODS_ANNOTATION] = npu_pods
+    meta_ptr = f"{task.pointer}/template/metadata"
+    if not isinstance(template_meta, Mapping):
+        value = {k: v for k, v in (("labels", new_labels), ("annotations", new_annotations)) if v}
+        if value:
+            patch.ops.append(add(meta_ptr, value))
+            patch.injected.update({"labels": INJECTED_TASK_LABEL, "annotations": INJECTED_NPU_PODS}[k] for k in value)
+        return
+    patch.extend_map(f"{meta_ptr}/labels", labels, new_labels, INJECTED_TASK_LABEL)
+    patch.extend_map(f"{meta_ptr}/annotations", annotations, new_annotations, INJECTED_NPU_PODS)
+
+
+def _add_anti_affinity(task: TaskView, spec_ptr: str, job_name: str, patch: _Patch) -> None:
+    term = {
+        "labelSelector": {"matchExpressions": [{"key": JOB_NAME_LABEL, "operator": "In", "values": [job_name]}]},
+        "topologyKey": HOSTNAME_LABEL,
+    }
+    affinity = task.pod_spec.get("affinity")
+    anti = as_mapping(affinity).get("podAntiAffinity")
+    if not isinstance(affinity, Mapping):
+        patch.add(f"{spec_ptr}/affinity", {"podAntiAffinity": {_REQUIRED: [term]}}, INJECTED_ANTI_AFFINITY)
+    elif not isinstance(anti, Mapping):
+        patch.add(f"{spec_ptr}/affinity/podAntiAffinity", {_REQUIRED: [term]}, INJECTED_ANTI_AFFINITY)
+    else:
+        path = f"{spec_ptr}/affinity/podAntiAffinity/{_REQUIRED}"
+        patch.extend_list(path, anti.get(_REQUIRED), [term], INJECTED_ANTI_AFFINITY)
+
+
+def _template_key(task: TaskView) -> bytes | None:
+    """The task's pod template as JSON (exact: `1` and `true` differ), or None when it is not plain JSON."""
+    try:
+        return orjson.dumps(task.template)
+    except TypeError:
+        return None
+
+
+def _copy_twin_ops(patch: _Patch, twin: tuple[str, int, int], pointer: str) -> bool:
+    """Append copies of the ops `patch.ops[start:end]` of the task at `root`, re-rooted at `pointer`."""
+    root, start, end = twin
+    ops = patch.ops[start:end]
+    try:  # fresh values: a caller may change one task's ops without touching the other's
+        values = orjson.loads(orjson.dumps([op["value"] for op in ops]))
+    except TypeError:
+        return False
+    cut = len(root)
+    for op, value in zip(ops, values, strict=True):
+        patch.ops.append({"op": "add", "path": pointer + op["path"][cut:], "value": value})
+    return True
+
+
+def _mutable(view: JobView) -> bool:
+    """A job the mutation completes: a known profile, a name (the ConfigMap's), and a spec."""
+    return view.profile is not None and view.configmap_name is not None and isinstance(view.job.get("spec"), Mapping)
+
+
+def _collect(view: JobView, plan: _Plan) -> _Patch:
+    """Every op the job lacks, without the annotations that record them."""
+    patch = _Patch()
+    profile = view.profile
+    configmap = view.configmap_name
+    if profile is None or configmap is None or not _mutable(view):
+        return patch
+    needs = _needs(profile)
+    if plan.remove_plugin and VENDOR_CONFIGMAP_PLUGIN in plugins_of(view):
+        patch.ops.append(remove(_PLUGIN_POINTER))
+        patch.injected.add(REMOVED_VENDOR_PLUGIN)
+    # Jobs often repeat one pod template in many tasks (a task per node group or per role): a task whose template
+    # serialises to the same JSON as one already walked gets that task's ops, re-rooted and copied.
+    walked: dict[tuple[bytes, str | None], tuple[str, int, int]] = {}
+    for index, task in enumerate(view.tasks):
+        if not task.is_npu:
+            continue
+        template = _template_key(task)
+        key = (template, plan.npu_pods_of(index)) if template is not None else None
+        twin = walked.get(key) if key is not None else None
+        if twin is not None and _copy_twin_ops(patch, twin, task.pointer):
+            continue
+        start = len(patch.ops)
+        _mutate_task(view, task, needs, configmap, plan=plan, index=index, patch=patch)
+        if key is not None:
+            walked[key] = (task.pointer, start, len(patch.ops))
+    if view.spec.get("schedulerName") in (None, ""):
+        patch.add("/spec/schedulerName", VOLCANO_SCHEDULER, INJECTED_SCHEDULER)
+    if plan.topology is not None and view.spec.get("networkTopology") is None:
+        patch.add("/spec/networkTopology", dict(plan.topology), INJECTED_NETWORK_TOPOLOGY)
+    return patch
+
+
+def _recorded(annotations: Mapping[str, Any]) -> set[str]:
+    """The items of a `ringroute.io/injected` annotation value."""
+    return {item for item in (as_str(annotations.get(INJECTED_ANNOTATION)) or "").split(",") if item}
+
+
+def _with_annotations(view: JobView, ops: list[PatchOp], entries: Mapping[str, str]) -> list[PatchOp]:
+    """`ops` plus the add(s) that set the Job annotations `entries` (one add when the job has no annotations)."""
+    if not entries:
+        return ops
+    metadata = view.job.get("metadata")
+    if not isinstance(metadata, Mapping):
+        ops.append(add("/metadata", {"annotations": dict(entries)}))
+    elif isinstance(metadata.get("annotations"), Mapping):
+        ops += [add("/metadata/annotations/" + escape_pointer(k), v) for k, v in entries.items()]
+    else:
+        ops.append(add("/metadata/annotations", dict(entries)))
+    return ops
+
+
+def _topology_request(view: JobView, facts: ClusterFacts) -> Mapping[str, Any] | None:
+    """spec.networkTopology for a route-planned job, when the settings (and, for auto, the cluster) ask for it."""
+    request = view.settings.volcano.network_topology
+    if not view.route_planned or request.inject == "never":
+        return None
+    if request.inject == "auto":
+        release = volcano_release(view.settings.volcano.version)
+        if not facts.hypernodes or (release is not None and release < NETWORK_TOPOLOGY_RELEASE):
+            return None
+    return {"mode": request.mode, "highestTierAllowed": request.highest_tier_allowed}
+
+
+def _plugin_warning(view: JobView) -> str:
+    """Why the vendor plugin was removed, for kubectl's `Warning:` line."""
+    configmap = view.configmap_name
+    if view.settings.volcano.configmap_plugin == "installed":
+        why = (
+            f"this job is route-planned, so ringroute writes its rank table {configmap} and the plugin would be a "
+            "second writer"
+        )
+    else:
+        why = (
+            f"open-source Volcano refuses jobs that name this plugin of the cloud vendor's fork (unable to find job "
+            f"plugin); ringroute writes the rank table {configmap} itself"
+        )
+    return f"spec.plugins[{VENDOR_CONFIGMAP_PLUGIN}]: removed by ringroute: {why}"
+
+
+def _finish(view: JobView, patch: _Patch, plan: _Plan, record: set[str], *, update: bool) -> Mutation:
+    """The patch with the Job annotations that record it, and its warnings."""
+    entries: dict[str, str] = {}
+    if plan.writer is not None and view.annotations.get(RANK_TABLE_WRITER_ANNOTATION) != plan.writer:
+        entries[RANK_TABLE_WRITER_ANNOTATION] = plan.writer
+    value = ",".join(sorted(record))
+    if patch.ops and value:
+        entries[INJECTED_ANNOTATION] = value
+    elif update and value and as_str(view.annotations.get(INJECTED_ANNOTATION)) != value:
+        entries[INJECTED_ANNOTATION] = value  # a server-side apply dropped only the annotation
+    removed = any(op["op"] == "remove" for op in patch.ops)
+    warnings = (_plugin_warning(view),) if removed else ()
+    return Mutation(_with_annotations(view, patch.ops, entries), warnings)
+
+
+def plan_create(view: JobView, facts: ClusterFacts = NO_FACTS) -> Mutation:
+    """The patch and warnings of a CREATE: what the job lacks, for a labelled job of a known profile."""
+    if not _mutable(view):
+        return Mutation()
+    writer = rank_table_writer(view, view.settings)
+    plan = _Plan(
+        writer=writer,
+        remove_plugin=writer == RINGROUTE_WRITER,
+        topology=_topology_request(view, facts),
+        npu_pods=str(view.npu_pods) if view.npu_tasks else None,
+        replace_npu_pods=True,
+        mount_configmap=writer == RINGROUTE_WRITER,
+    )
+    patch = _collect(view, plan)
+    return _finish(view, patch, plan, _recorded(view.annotations) | patch.injected, update=False)
+
+
+def plan_update(view: JobView, old: Mapping[str, Any]) -> Mutation:
+    """The patch of an UPDATE from stored object `old` to the job in `view`.
+
+    Nothing unless `old` carries `ringroute.io/injected` or `ringroute.io/rank-table-writer` (ringroute admitted
+    it). Then what the update dropped is put back exactly as `old` has it (a server-side apply that omits the
+    injected fields removes them; a client-side apply that resends the file's `configmap1980` plugin gets it
+    removed again), and nothing `old` does not have is ever added: Volcano rejects updates that change other
+    spec fields. The rank-table writer stays what CREATE decided. A job being deleted is left alone (its
+    updates only remove finalizers).
+    """
+    old_annotations = as_mapping(as_mapping(old.get("metadata")).get("annotations"))
+    old_record = _recorded(old_annotations)
+    old_writer = old_annotations.get(RANK_TABLE_WRITER_ANNOTATION)
+    writer: str | None = old_writer if old_writer in (RINGROUTE_WRITER, VOLCANO_PLUGIN_WRITER) else None
+    if (not old_record and writer is None) or view.deleting or not _mutable(view):
+        return Mutation()
+    old_spec = as_mapping(old.get("spec"))
+    old_tasks = as_list(old_spec.get("tasks"))
+    topology = old_spec.get("networkTopology")
+    plan = _Plan(
+        writer=writer,
+        remove_plugin=VENDOR_CONFIGMAP_PLUGIN not in as_mapping(old_spec.get("plugins")),
+        topology=topology if INJECTED_NETWORK_TOPOLOGY in old_record and isinstance(topology, Mapping) else None,
+        npu_pods=tuple(_template_annotation(task, NPU_PODS_ANNOTATION) for task in old_tasks),
+        replace_npu_pods=False,
+        mount_configmap=writer != VOLCANO_PLUGIN_WRITER,
+    )
+    patch = _collect(view, plan)
+    patch.ops = [kept for op in patch.ops if (kept := _restorable(op, old)) is not None]
+    return _finish(view, patch, plan, old_record | _recorded(view.annotations), update=True)
+
+
+def _template_annotation(task: Any, key: str) -> str | None:
+    metadata = as_mapping(as_mapping(as_mapping(task).get("template")).get("metadata"))
+    return as_str(as_mapping(metadata.get("annotations")).get(key))
+
+
+def _resolve(document: Any, path: str) -> Any:
+    """The value at a JSON Pointer, or _MISSING."""
+    node = document
+    for raw in path.split("/")[1:]:
+        token = raw.replace("~1", "/").replace("~0", "~")
+        if isinstance(node, Mapping):
+            node = node.get(token, _MISSING)
+        elif isinstance(node, list) and token.isdigit() and int(token) < len(node):
+            node = node[int(token)]
+        else:
+            return _MISSING
+        if node is _MISSING:
+            return _MISSING
+    return node
+
+
+def _restorable(op: PatchOp, old: Mapping[str, Any]) -> PatchOp | None:
+    """The part of `op` that puts back what `old` has at the same place, or None when it adds something new."""
+    path = op["path"]
+    if op["op"] == "remove":
+        return op if _resolve(old, path) is _MISSING else None
+    value = op["value"]
+    if path.endswith("/-"):
+        stored = _resolve(old, path[:-2])
+        return op if isinstance(stored, list) and value in stored else None
+    stored = _resolve(old, path)
+    if stored == value:
+        return op
+    if isinstance(value, list) and isinstance(stored, list):
+        items = [item for item in value if item in stored]
+        return add(path, items) if items else None
+    if isinstance(value, Mapping) and isinstance(stored, Mapping):
+        entries = {k: v for k, v in value.items() if k in stored and stored[k] == v}
+        return add(path, entries) if entries else None
+    return None
+
+
+__all__ = [
+    "CONFIG_VOLUME",
+    "NO_FACTS",
+    "ClusterFacts",
+    "Mutation",
+    "PatchOp",
+    "add",
+    "as_list",
+    "encode_patch",
+    "field_env",
+    "plan_create",
+    "plan_update",
+    "pointer",
+    "remove",
+]

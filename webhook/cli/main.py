@@ -1,0 +1,57 @@
+"""`ringroute` command line: one argparse module per command, each registering its own parsers.
+
+Command modules only parse arguments; the heavy imports (aiohttp, kubernetes_asyncio, numpy, scipy) happen inside
+their handlers, so `ringroute --help` is fast.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from collections.abc import Sequence
+
+from webhook.cli import certs, extender, plan, serve, simulate_scheduling
+from webhook.cli.errors import CommandError
+
+# Each module exposes `register(subparsers) -> None`; its parsers set `handler(args) -> int`.
+_COMMAND_MODULES = (
+    serve,  # serve
+    extender,  # extender
+    certs,  # certs generate
+    plan,  # plan, simulate, topology generate
+    simulate_scheduling,  # simulate-scheduling
+)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The full argument parser."""
+    parser = argparse.ArgumentParser(
+        prog="ringroute",
+        description="Topology-aware rank tables for Ascend NPU training on Kubernetes + Volcano.",
+    )
+    parser.add_argument("--log-level", default="INFO", help="logging level (default INFO)")
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for module in _COMMAND_MODULES:
+        module.register(subparsers)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the `ringroute` console script."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=args.log_level.upper(), format="%(message)s", stream=sys.stderr)
+    handler = getattr(args, "handler", None)
+    if handler is None:
+        parser.print_help()
+        return 2
+    try:
+        return int(handler(args))
+    except CommandError as exc:
+        print(f"ringroute {args.command}: error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,516 @@
+"""`ringroute plan`, `ringroute simulate` and `ringroute topology generate`: offline planning from real objects.
+
+Inputs are Kubernetes objects as `kubectl get -o yaml|json` prints them. Every failure is one line naming the
+pod, node or field and the fix (exit status 2), and `plan` writes nothing unless every output could be made.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import shutil
+import tempfile
+from collections.abc import Callable, Sequence
+from dataclasses import replace
+from pathlib import Path
+from typing import Any, TypeVar, cast
+
+from planner import (
+    Fabric,
+    InputError,
+    Placement,
+    Topology,
+    build_rank_table,
+    dump_topology_file,
+    generate_topology,
+    load_kube_objects,
+    load_topology_file,
+    nodes_for_topology,
+    read_placement,
+    render_placement_problems,
+    render_rank_table,
+    render_ranks_env,
+    topology_for_placement,
+    topology_from_hypernodes,
+    topology_from_nodes,
+    topology_from_tor_configmap,
+)
+from webhook.cli.errors import CommandError
+from webhook.common.names import HYPERCLUSTER_LABEL, HYPERNODE_LABEL, RING_LABEL, TOR_LABEL
+from webhook.common.settings import AcceleratorProfile, Settings, SettingsError, load_settings
+
+log = logging.getLogger("ringroute.plan")
+
+RANK_TABLE_FILE = "jobstart_hccl.json"
+RANKS_ENV_FILE = "ranks.env"
+REPORT_FILE = "ringroute-plan.json"
+ROUTES_FILE = "routes.json"
+SIMULATED_ORDERS = ("pod-index", "hostname", "nslb", "leaf-grouped")
+
+T = TypeVar("T")
+
+
+def register(subparsers: Any) -> None:
+    """Add the `plan`, `simulate` and `topology` sub-commands."""
+    plan = subparsers.add_parser(
+        "plan",
+        help="write a routed rank table for a placed job",
+        description="Read a job's pods and the network topology, plan node ranks, and write jobstart_hccl.json, "
+        "ranks.env, ringroute-plan.json (and routes.json with --routing pinned) into --out-dir.",
+    )
+    _add_inputs(plan)
+    plan.add_argument("--out-dir", required=True, type=Path, help="directory to write (created atomically)")
+    plan.set_defaults(handler=run_plan)
+
+    simulate = subparsers.add_parser(
+        "simulate",
+        help="compare rank orders of a placed job on its network",
+        description="Evaluate pod-index, hostname, nslb, leaf-grouped and ringroute orders of one job: cross-leaf "
+        "ring edges against their bound, max link load against λ*, ring and halving-doubling bus bandwidth.",
+    )
+    _add_inputs(simulate)
+    simulate.add_argument("--seeds", type=int, default=20, help="ECMP hash seeds to average over (default 20)")
+    simulate.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    simulate.add_argument("--plot", type=Path, metavar="FILE.png", help="draw link loads before and after")
+    simulate.set_defaults(handler=run_simulate)
+
+    topology = subparsers.add_parser("topology", help="topology files", description="Topology file tools.")
+    topology_commands = topology.add_subparsers(dest="topology_command", metavar="COMMAND")
+    generate = topology_commands.add_parser(
+        "generate",
+        help="write a regular Clos topology file (and matching Node objects)",
+        description="Write a ringroute topology file for a regular 2- or 3-tier Clos, for benchmarks and trials.",
+    )
+    generate.add_argument("--leaves", type=int, required=True, help="leaf switches (rail groups in a rail layout)")
+    generate.add_argument("--servers-per-leaf", type=int, required=True, help="servers under each leaf")
+    generate.add_argument("--leaves-per-pod", type=int, help="group leaves into pods of this many (3 tiers)")
+    generate.add_argument("--layout", choices=("tor", "rail"), default="tor", help="NIC attachment (default tor)")
+    generate.add_argument("--nics", type=int, default=8, help="NICs per server (default 8)")
+    generate.add_argument("--link-gbps", type=float, default=200.0, help="link rate in Gbit/s (default 200)")
+    generate.add_argument("--oversubscription", type=float, default=1.0, help="leaf down:up ratio (default 1)")
+    generate.add_argument(
+        "--spine-oversubscription", type=float, default=1.0, help="spine down:up ratio, 3 tiers (default 1)"
+    )
+    generate.add_argument("--name-prefix", default="npu", help="node name prefix (default npu)")
+    generate.add_argument("--out", type=Path, required=True, help="topology file to write")
+    generate.add_argument("--nodes-out", type=Path, help="also write matching Node objects (a List) here")
+    generate.add_argument(
+        "--topology-labels",
+        default=None,
+        help="label keys for --nodes-out, top-most first "
+        "(default volcano.sh/tor; volcano.sh/hypercluster,volcano.sh/hypernode in 3 tiers)",
+    )
+    generate.set_defaults(handler=run_topology_generate)
+    topology.set_defaults(handler=lambda _args: _usage(topology))
+
+
+def _usage(parser: argparse.ArgumentParser) -> int:
+    parser.print_help()
+    return 2
+
+
+def _add_inputs(parser: argparse.ArgumentParser) -> None:
+    inputs = parser.add_argument_group("inputs")
+    inputs.add_argument("--pods", type=Path, required=True, help="the job's Pods (kubectl get pods -o yaml)")
+    inputs.add_argument("--nodes", type=Path, help="Node objects whose labels carry the topology")
+    inputs.add_argument(
+        "--topology-labels", help="node label keys, top-most first (e.g. volcano.sh/hypercluster,volcano.sh/hypernode)"
+    )
+    inputs.add_argument("--hypernodes", type=Path, help="Volcano HyperNode objects (with --nodes)")
+    inputs.add_argument("--tor-configmap", type=Path, help="MindCluster basic-tor-node-cm ConfigMap")
+    inputs.add_argument("--topology", type=Path, help="ringroute topology file")
+    inputs.add_argument("--settings", type=Path, help="ringroute settings file (profiles, fabric, planning)")
+    inputs.add_argument("--profile", help="accelerator profile label value (default: the pods' ring-controller.cce)")
+    inputs.add_argument("--job-name", help="only pods of this Volcano Job")
+    inputs.add_argument("--expected-pods", type=int, help="the job's NPU pod count; fewer pods is an error")
+
+    planning = parser.add_argument_group("planning")
+    planning.add_argument("--pattern", choices=("ring", "halving-doubling", "mixed"), help="collective pattern")
+    planning.add_argument("--routing", choices=("ecmp", "slice", "pinned"), help="routing model of the fabric")
+    planning.add_argument("--qps", type=int, help="queue pairs per connection (HCCL_RDMA_QPS_PER_CONNECTION)")
+    planning.add_argument("--seed", type=int, help="planner seed")
+    planning.add_argument("--time-limit", type=float, help="planner time budget in seconds")
+
+    fabric = parser.add_argument_group("fabric (facts labels do not carry)")
+    fabric.add_argument("--layout", choices=("tor", "rail"), help="NIC attachment: one leaf, or one rail per NIC")
+    fabric.add_argument("--nics", type=int, help="NICs per server")
+    fabric.add_argument("--link-gbps", type=float, help="link rate in Gbit/s")
+    fabric.add_argument("--leaf-uplinks", type=int, help="uplinks per leaf switch")
+    fabric.add_argument("--oversubscription", type=float, help="leaf downlink:uplink ratio (2 = 2:1)")
+
+
+# -- reading inputs ---------------------------------------------------------------------------------------------
+
+
+def _read_text(path: Path, flag: str) -> str:
+    try:
+        return path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise CommandError(f"{flag} {path}: cannot read: {exc.strerror or exc}") from None
+    except UnicodeDecodeError:
+        raise CommandError(f"{flag} {path}: not UTF-8 text; pass kubectl get -o yaml output") from None
+
+
+def _objects(path: Path, flag: str) -> list[dict[str, Any]]:
+    return _guarded(flag, path, lambda: load_kube_objects(_read_text(path, flag)))
+
+
+def _guarded(flag: str, path: Path | None, build: Callable[[], T]) -> T:
+    try:
+        return build()
+    except InputError as exc:
+        where = f"{flag} {path}" if path is not None else flag
+        raise CommandError(f"{where}: {exc}") from None
+
+
+def _settings(args: argparse.Namespace) -> Settings:
+    try:
+        return load_settings(args.settings)
+    except SettingsError as exc:
+        raise CommandError(f"--settings {exc}") from None
+
+
+def _profile(settings: Settings, pods: Sequence[dict[str, Any]], requested: str | None) -> AcceleratorProfile:
+    wanted = requested
+    if wanted is None:
+        wanted = next(
+            (
+                str(((p.get("metadata") or {}).get("labels") or {}).get(RING_LABEL))
+                for p in pods
+                if ((p.get("metadata") or {}).get("labels") or {}).get(RING_LABEL)
+            ),
+            None,
+        )
+    if wanted is None:
+        return settings.profiles[0]
+    profile = settings.profile(wanted)
+    if profile is None:
+        known = ", ".join(p.label_value for p in settings.profiles)
+        raise CommandError(f"--profile {wanted}: unknown accelerator profile (known: {known}); pass --profile")
+    return profile
+
+
+def _fabric(base: Fabric, args: argparse.Namespace) -> Fabric:
+    changes: dict[str, Any] = {}
+    for flag, field in (
+        ("layout", "layout"),
+        ("nics", "nics_per_server"),
+        ("link_gbps", "link_gbps"),
+        ("leaf_uplinks", "leaf_uplinks"),
+        ("oversubscription", "leaf_oversubscription"),
+    ):
+        value = getattr(args, flag, None)
+        if value is not None:
+            changes[field] = value
+    fabric = replace(base, **changes)
+    from planner import check_fabric
+
+    _guarded("fabric", None, lambda: check_fabric(fabric, "fabric"))
+    return fabric
+
+
+def _topology(args: argparse.Namespace, settings: Settings) -> Topology:
+    sources = [flag for flag in ("hypernodes", "tor_configmap", "topology") if getattr(args, flag) is not None]
+    if len(sources) > 1:
+        flags = " and ".join("--" + s.replace("_", "-") for s in sources)
+        raise CommandError(f"{flags}: give one topology source")
+    if not sources and args.nodes is None:
+        raise CommandError(
+            "topology: missing; pass --nodes FILE (node labels), --hypernodes FILE --nodes FILE, "
+            "--tor-configmap FILE or --topology FILE"
+        )
+    if args.topology_labels is not None and (sources or args.nodes is None):
+        raise CommandError("--topology-labels: only applies to --nodes without another topology source")
+    nodes = _objects(args.nodes, "--nodes") if args.nodes is not None else []
+    if "topology" in sources:
+        topology = _guarded(
+            "--topology", args.topology, lambda: load_topology_file(_read_text(args.topology, "--topology"))
+        )
+        return replace(topology, fabric=_fabric(topology.fabric, args))
+    fabric = _fabric(settings.topology.fabric, args)
+    if "hypernodes" in sources:
+        if args.nodes is None:
+            raise CommandError("--hypernodes: also pass --nodes FILE (regexMatch and labelMatch select Node objects)")
+        hypernodes = _objects(args.hypernodes, "--hypernodes")
+        return _guarded("--hypernodes", args.hypernodes, lambda: topology_from_hypernodes(hypernodes, nodes, fabric))
+    if "tor_configmap" in sources:
+        objects = _objects(args.tor_configmap, "--tor-configmap")
+        if len(objects) != 1:
+            raise CommandError(f"--tor-configmap {args.tor_configmap}: expected one ConfigMap, found {len(objects)}")
+        return _guarded(
+            "--tor-configmap",
+            args.tor_configmap,
+            lambda: topology_from_tor_configmap(objects[0], fabric, nodes=nodes),
+        )
+    keys: Sequence[str] = settings.topology.label_keys
+    if args.topology_labels is not None:
+        keys = [k.strip() for k in args.topology_labels.split(",") if k.strip()]
+        if not keys:
+            raise CommandError("--topology-labels: give label keys, top-most first (e.g. volcano.sh/tor)")
+    return _guarded("--nodes", args.nodes, lambda: topology_from_nodes(nodes, keys, fabric))
+
+
+class _Case:
+    """Everything `plan` and `simulate` read: the placement, its topology, the profile and planning choices."""
+
+    def __init__(self, args: argparse.Namespace) -> None:
+        self.settings = _settings(args)
+        pods = _objects(args.pods, "--pods")
+        self.profile = _profile(self.settings, pods, args.profile)
+        readout = _guarded(
+            "--pods",
+            args.pods,
+            lambda: read_placement(
+                pods,
+                annotation_keys=self.profile.device_annotation_keys,
+                resource_name=self.profile.resource_name,
+                expected_pods=args.expected_pods,
+                job_name=args.job_name,
+            ),
+        )
+        for problem in readout.problems[1:]:
+            log.debug("placement problem: %s", problem.render())
+        if readout.placement is None or readout.problems:
+            raise CommandError(f"--pods {args.pods}: {render_placement_problems(readout.problems)}")
+        self.placement: Placement = readout.placement
+        topology = _topology(args, self.settings)
+        self.topology = _guarded("topology", None, lambda: topology_for_placement(topology, self.placement))
+        planning = self.settings.planning
+        self.pattern = args.pattern or planning.pattern
+        self.routing = args.routing or planning.routing
+        self.qps = args.qps if args.qps is not None else planning.qps_per_connection
+        self.seed = args.seed if args.seed is not None else planning.seed
+        self.time_limit = args.time_limit if args.time_limit is not None else planning.time_limit_s
+        if self.qps < 1:
+            raise CommandError(f"--qps {self.qps}: must be at least 1")
+        if self.time_limit <= 0:
+            raise CommandError(f"--time-limit {self.time_limit}: must be positive")
+
+    def plan(self) -> Any:
+        from planner import plan_ranks
+
+        return _guarded(
+            "plan",
+            None,
+            lambda: plan_ranks(
+                self.placement,
+                self.topology,
+                cast(Any, self.pattern),
+                cast(Any, self.routing),
+                qps=self.qps,
+                rng=self.seed,
+                time_limit=self.time_limit,
+            ),
+        )
+
+
+# -- plan -------------------------------------------------------------------------------------------------------
+
+
+def plan_outputs(case: _Case, result: Any) -> dict[str, str]:
+    """File name -> content of everything `plan` writes."""
+    placement = case.placement
+    order = tuple(result.order)
+    table = _guarded("rank table", None, lambda: build_rank_table(placement, order, case.profile.rank_table_version))
+    files = {
+        RANK_TABLE_FILE: render_rank_table(table),
+        RANKS_ENV_FILE: render_ranks_env(placement, order),
+        REPORT_FILE: json.dumps(result.to_report(placement), indent=2, sort_keys=False) + "\n",
+    }
+    if case.routing == "pinned" and result.routes is not None:
+        pods = [s.pod_name for s in placement.servers]
+        files[ROUTES_FILE] = json.dumps(result.routes.to_json(pods), indent=2) + "\n"
+    return files
+
+
+def write_atomically(out_dir: Path, files: dict[str, str]) -> None:
+    """Write every file or none: into a temporary directory next to `out_dir`, then rename into place."""
+    parent = out_dir.parent
+    try:
+        parent.mkdir(parents=True, exist_ok=True)
+        staging = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", dir=parent))
+    except OSError as exc:
+        raise CommandError(f"--out-dir {out_dir}: cannot create: {exc.strerror or exc}") from None
+    try:
+        for name, text in files.items():
+            (staging / name).write_text(text, encoding="utf-8")
+        if not out_dir.exists():
+            os.rename(staging, out_dir)
+            return
+        for name in files:
+            os.replace(staging / name, out_dir / name)
+        if ROUTES_FILE not in files and (out_dir / ROUTES_FILE).exists():
+            (out_dir / ROUTES_FILE).unlink()  # a routes.json of an earlier pinned plan no longer applies
+    except OSError as exc:
+        raise CommandError(f"--out-dir {out_dir}: cannot write: {exc.strerror or exc}") from None
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+
+
+def run_plan(args: argparse.Namespace) -> int:
+    """`ringroute plan`: write the routed rank table, ranks.env, the report (and routes) into --out-dir."""
+    out_dir: Path = args.out_dir
+    if out_dir.exists() and not out_dir.is_dir():
+        raise CommandError(f"--out-dir {out_dir}: is a file; give a directory")
+    case = _Case(args)
+    result = case.plan()
+    if not result.success:
+        log.warning("planner: %s", result.message)
+    files = plan_outputs(case, result)
+    write_atomically(out_dir, files)
+    after = result.after
+    print(
+        f"wrote {', '.join(files)} to {out_dir}: {len(case.placement.servers)} servers x "
+        f"{case.placement.devices_per_server} devices; ring cross-leaf edges {after.cross_edges[0]} "
+        f"(bound {after.cross_edge_bounds[0]}), max link load {after.max_link_load:.3g} "
+        f"(λ* {after.max_link_load_bound}) under {case.routing}, "
+        f"was {result.before.max_link_load:.3g} in pod-index order"
+    )
+    return 0
+
+
+# -- simulate ---------------------------------------------------------------------------------------------------
+
+
+def _evaluations(case: _Case, seeds: int) -> tuple[dict[str, Any], Any, Any]:
+    from planner import baseline_order, evaluate_order, job_network
+
+    result = case.plan()
+    network = _guarded(
+        "topology", None, lambda: job_network(case.topology, [s.node_name for s in case.placement.servers])
+    )
+    orders: dict[str, tuple[int, ...]] = {
+        name: baseline_order(name, case.placement, case.topology, case.seed, pattern=cast(Any, case.pattern))
+        for name in SIMULATED_ORDERS
+    }
+    orders["ringroute"] = tuple(result.order)
+    evaluations = {
+        name: evaluate_order(
+            network,
+            order,
+            pattern=cast(Any, case.pattern),
+            routing=cast(Any, case.routing),
+            qps=case.qps,
+            seeds=seeds,
+            routes=result.routes if name == "ringroute" else None,
+        )
+        for name, order in orders.items()
+    }
+    return {"orders": orders, "evaluations": evaluations}, network, result
+
+
+def simulation_table(evaluations: dict[str, Any], tiers: int) -> str:
+    """The before/after comparison as aligned text columns."""
+    tier_names = ["leaf", "pod", "tier3"][:tiers]
+    header = ["order", *(f"cross-{t} (bound)" for t in tier_names), "max load (λ*)", "ring busbw", "HD busbw"]
+    rows = [header]
+    for name, ev in evaluations.items():
+        rows.append(
+            [
+                name,
+                *(f"{e} ({b})" for e, b in zip(ev.cross_edges, ev.cross_edge_bounds, strict=False)),
+                f"{ev.max_link_load:.2f} ({ev.max_link_load_bound})",
+                f"{ev.ring_busbw:.3f}",
+                f"{ev.hd_busbw:.3f}",
+            ]
+        )
+    widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
+    return "\n".join("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip() for row in rows)
+
+
+def run_simulate(args: argparse.Namespace) -> int:
+    """`ringroute simulate`: print how each rank order of the job performs on its network."""
+    if args.seeds < 1:
+        raise CommandError(f"--seeds {args.seeds}: must be at least 1")
+    case = _Case(args)
+    outcome, network, result = _evaluations(case, args.seeds)
+    evaluations = outcome["evaluations"]
+    if args.plot is not None:
+        bound = outcome["evaluations"]["ringroute"].max_link_load_bound
+        _plot(args.plot, case, network, orders=outcome["orders"], bound=bound)
+    summary = {
+        "job": case.placement.job_name,
+        "servers": len(case.placement.servers),
+        "topology": case.topology.source,
+        "pattern": case.pattern,
+        "routing": case.routing,
+        "qps": case.qps,
+        "plan": {"status": result.status, "message": result.message, "wall_time_s": result.wall_time_s},
+    }
+    if args.json:
+        payload = {**summary, "orders": {name: ev.to_dict() for name, ev in evaluations.items()}}
+        print(json.dumps(payload, indent=2))
+    else:
+        print(
+            f"job {summary['job']}: {summary['servers']} servers, topology from {summary['topology']}, "
+            f"pattern {case.pattern}, routing {case.routing}, qps {case.qps}"
+        )
+        print(simulation_table(evaluations, case.topology.tiers))
+    return 0
+
+
+def _plot(path: Path, case: _Case, network: Any, *, orders: dict[str, tuple[int, ...]], bound: int) -> None:
+    """Draw the switch-link loads of the pod-index order and ringroute's order (ring flows, seed 0)."""
+    from planner import link_loads, pin_routes, ring_flows
+
+    try:
+        from planner import plot_link_loads
+    except ImportError as exc:
+        raise CommandError(f"--plot: plotting is not available ({exc}); pip install 'ringroute[plot]'") from None
+    first = network.first_switch_link
+    loads = []
+    for name in ("pod-index", "ringroute"):
+        flows = ring_flows(orders[name])
+        routes = pin_routes(network, [flows]) if case.routing == "pinned" else None
+        loads.append(link_loads(network, flows, cast(Any, case.routing), qps=case.qps, seed=case.seed, routes=routes))
+    _guarded("--plot", path, lambda: plot_link_loads(loads[0][first:], loads[1][first:], path, bound=bound))
+
+
+# -- topology generate ------------------------------------------------------------------------------------------
+
+
+def run_topology_generate(args: argparse.Namespace) -> int:
+    """`ringroute topology generate`: write a regular Clos as a topology file (and Node objects)."""
+    topology = _guarded(
+        "topology generate",
+        None,
+        lambda: generate_topology(
+            leaves=args.leaves,
+            servers_per_leaf=args.servers_per_leaf,
+            leaves_per_pod=args.leaves_per_pod,
+            layout=args.layout,
+            nics_per_server=args.nics,
+            leaf_oversubscription=args.oversubscription,
+            spine_oversubscription=args.spine_oversubscription,
+            link_gbps=args.link_gbps,
+            name_prefix=args.name_prefix,
+        ),
+    )
+    files = {args.out: dump_topology_file(topology)}
+    if args.nodes_out is not None:
+        if args.topology_labels is not None:
+            keys = [k.strip() for k in args.topology_labels.split(",") if k.strip()]
+        else:
+            keys = [TOR_LABEL] if topology.tiers == 1 else [HYPERCLUSTER_LABEL, HYPERNODE_LABEL]
+        nodes = _guarded("--topology-labels", None, lambda: nodes_for_topology(topology, keys))
+        import yaml
+
+        body = {"apiVersion": "v1", "kind": "List", "items": nodes, "metadata": {"resourceVersion": ""}}
+        files[args.nodes_out] = yaml.safe_dump(body, sort_keys=False, width=1000)
+    for path, text in files.items():
+        _write_file_atomically(path, text)
+    print(f"wrote {', '.join(str(p) for p in files)}: {len(topology.paths)} servers, {topology.tiers + 1} switch tiers")
+    return 0
+
+
+def _write_file_atomically(path: Path, text: str) -> None:
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        handle, temporary = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+        with os.fdopen(handle, "w", encoding="utf-8") as stream:
+            stream.write(text)
+        os.replace(temporary, path)
+    except OSError as exc:
+        raise CommandError(f"{path}: cannot write: {exc.strerror or exc}") from None

@@ -1,0 +1,1 @@
+"""What every service shares: settings, names, metrics, the rank-table ConfigMap format and the launcher."""

@@ -1,0 +1,45 @@
+"""One frozen settings tree, built once at start-up from a YAML file (a ConfigMap in the cluster) and flags.
+
+Every field says what its default means (`_model`). Nothing reads settings from globals: the tree is passed
+explicitly. A bad file is refused with every problem at once, one line each naming the key as spelt (`_load`).
+"""
+
+from webhook.common.settings._load import default_settings, load_settings, settings_from_mapping
+from webhook.common.settings._model import (
+    DEFAULT_PROFILES,
+    MIN_VOLCANO_RELEASE,
+    NETWORK_TOPOLOGY_RELEASE,
+    AcceleratorProfile,
+    ControllerSettings,
+    ExtenderSettings,
+    HostPathVolume,
+    NetworkTopologySettings,
+    PlanningSettings,
+    PolicySettings,
+    Settings,
+    SettingsError,
+    TopologySettings,
+    VolcanoSettings,
+    volcano_release,
+)
+
+__all__ = [
+    "DEFAULT_PROFILES",
+    "MIN_VOLCANO_RELEASE",
+    "NETWORK_TOPOLOGY_RELEASE",
+    "AcceleratorProfile",
+    "ControllerSettings",
+    "ExtenderSettings",
+    "HostPathVolume",
+    "NetworkTopologySettings",
+    "PlanningSettings",
+    "PolicySettings",
+    "Settings",
+    "SettingsError",
+    "TopologySettings",
+    "VolcanoSettings",
+    "default_settings",
+    "load_settings",
+    "settings_from_mapping",
+    "volcano_release",
+]

@@ -1,0 +1,313 @@
+"""Pure planning helpers of the rank-table controller: what a job expects, what its table depends on, and the
+completed ConfigMap data (planned with the planner, or in pod-index order)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import time
+from collections.abc import Callable, Container, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from planner import (
+    InputError,
+    Placement,
+    PlacementReadout,
+    PlanResult,
+    Topology,
+    build_rank_table,
+    plan_ranks,
+    render_rank_table,
+    render_ranks_env,
+    topology_from_hypernodes,
+    topology_from_nodes,
+    topology_from_tor_configmap,
+)
+from webhook.common.names import (
+    CREATED_BY_ANNOTATION,
+    CREATED_BY_RINGROUTE,
+    RANK_TABLE_WRITER_ANNOTATION,
+    RING_LABEL,
+    ROUTE_PLAN_ANNOTATION,
+    ROUTE_PLAN_ENV,
+    VOLCANO_PLUGIN_WRITER,
+)
+from webhook.common.rank_configmap import completed_payload, state_record
+from webhook.common.settings import AcceleratorProfile, Settings, TopologySettings
+from webhook.kube.client import parse_time
+
+
+def npu_task_replicas(job: Mapping[str, Any], resource_name: str) -> tuple[int, list[str]]:
+    """Expected NPU pods (sum of replicas of tasks whose containers request the resource) and task order."""
+    total = 0
+    names: list[str] = []
+    for task in (job.get("spec") or {}).get("tasks") or []:
+        names.append(str(task.get("name", "")))
+        containers = ((task.get("template") or {}).get("spec") or {}).get("containers") or []
+        for container in containers:
+            resources = container.get("resources") or {}
+            amount = (resources.get("limits") or {}).get(resource_name) or (resources.get("requests") or {}).get(
+                resource_name
+            )
+            if amount not in (None, 0, "0"):
+                total += int(task.get("replicas", 1) or 0)
+                break
+    return total, names
+
+
+def rank_table_profile(job: Mapping[str, Any], settings: Settings) -> AcceleratorProfile | None:
+    """The profile of a job whose rank-table ConfigMap ringroute writes; None when it writes nothing for it.
+
+    Nothing for a job being deleted, of an unknown label value, without NPU pods, or whose table the vendor's
+    Volcano plugin writes (annotation `ringroute.io/rank-table-writer: volcano-plugin`).
+    """
+    meta = job.get("metadata") or {}
+    profile = settings.profile((meta.get("labels") or {}).get(RING_LABEL))
+    if profile is None or meta.get("deletionTimestamp"):
+        return None
+    if (meta.get("annotations") or {}).get(RANK_TABLE_WRITER_ANNOTATION) == VOLCANO_PLUGIN_WRITER:
+        return None
+    if npu_task_replicas(job, profile.resource_name)[0] == 0:
+        return None
+    return profile
+
+
+def wants_route_plan(job: Mapping[str, Any]) -> bool:
+    """Route planning is asked for by annotation `ringroute.io/route-plan: "true"` or env ROUTE_PLAN=true."""
+    annotations = (job.get("metadata") or {}).get("annotations") or {}
+    if str(annotations.get(ROUTE_PLAN_ANNOTATION, "")).lower() == "true":
+        return True
+    for task in (job.get("spec") or {}).get("tasks") or []:
+        for container in ((task.get("template") or {}).get("spec") or {}).get("containers") or []:
+            for env in container.get("env") or []:
+                if env.get("name") == ROUTE_PLAN_ENV and str(env.get("value", "")).lower() == "true":
+                    return True
+    return False
+
+
+def placement_fingerprint(placement: Placement, job_uid: str, job_version: str, route_plan: bool) -> str:
+    """Hash of everything a completed table depends on (servers in pod-index order, devices, job identity)."""
+    digest = hashlib.sha256(f"{job_uid}\0{job_version}\0{route_plan}\0{placement.master}\0".encode())
+    for server in placement.servers:
+        digest.update(repr(server).encode())
+    return digest.hexdigest()[:32]
+
+
+def pending_summary(readout: PlacementReadout, expected: int, limit: int = 6) -> str:
+    """What keeps the table from completing, for the RankTablePending event."""
+    problems = readout.problems
+    if not problems:
+        return f"waiting for {expected} NPU pods"
+    kinds: dict[str, int] = {}
+    for problem in problems:
+        kinds[problem.kind] = kinds.get(problem.kind, 0) + 1
+    counts = ", ".join(f"{kind} x{n}" for kind, n in sorted(kinds.items()))
+    shown = "; ".join(p.render() for p in problems[:limit])
+    more = f"; and {len(problems) - limit} more" if len(problems) > limit else ""
+    return f"{expected} NPU pods expected; not ready ({counts}): {shown}{more}"
+
+
+def fixed_ranks_from_record(placement: Placement, record_servers: Sequence[Sequence[str]]) -> dict[int, int]:
+    """Survivors of a partial replacement: servers whose (pod, node) held a rank in the last completed table."""
+    previous = {(s[0], s[1]): rank for rank, s in enumerate(record_servers) if len(s) == 2}
+    fixed: dict[int, int] = {}
+    n = len(placement.servers)
+    for index, server in enumerate(placement.servers):
+        rank = previous.get((server.pod_name, server.node_name))
+        if rank is None or rank >= n:
+            continue
+        if (rank == 0) != (index == placement.master):
+            continue  # rank 0 belongs to task index 0, always
+        fixed[index] = rank
+    return fixed
+
+
+def pod_index_order(placement: Placement) -> tuple[int, ...]:
+    """Ranks in pod-index order with the master (task index 0) first."""
+    rest = [i for i in range(len(placement.servers)) if i != placement.master]
+    return (placement.master, *rest)
+
+
+@dataclass(frozen=True, slots=True)
+class Planned:
+    """A completed table ready to write."""
+
+    payload_data: dict[str, str]
+    payload_binary: dict[str, str]
+    payload_sha: str
+    message: str
+    routed: bool
+    planning_ms: float
+    route_problem: str | None = None
+
+
+def plan_table(
+    settings: Settings,
+    profile: AcceleratorProfile,
+    placement: Placement,
+    topology: Callable[[], Topology],
+    *,
+    job_uid: str,
+    job_version: str,
+    route_plan: bool,
+    record_servers: Sequence[Sequence[str]],
+    record_valid: bool,
+) -> Planned:
+    """Plan (or take pod-index order) and render the completed ConfigMap data. Runs in a worker thread.
+
+    Raises ConfigMapTooLargeError, or InputError when the table cannot be built.
+    """
+    started = time.perf_counter()
+    result: PlanResult | None = None
+    route_problem: str | None = None
+    fixed = fixed_ranks_from_record(placement, record_servers) if record_valid else {}
+    if route_plan and len(placement.servers) < settings.policy.min_route_plan_nodes:
+        route_problem = (
+            f"route planning needs at least {settings.policy.min_route_plan_nodes} NPU pods "
+            f"(got {len(placement.servers)}); the table uses pod-index order"
+        )
+    elif route_plan:
+        try:
+            planning = settings.planning
+            result = plan_ranks(
+                placement,
+                topology(),
+                planning.pattern,
+                planning.routing,
+                qps=planning.qps_per_connection,
+                rng=planning.seed,
+                time_limit=planning.time_limit_s,
+                fixed_ranks=fixed or None,
+            )
+        except InputError as exc:
+            route_problem = (
+                f"route planning failed: {exc}; the table uses pod-index order. Fix: label every NPU node "
+                "with its leaf switch (e.g. volcano.sh/tor) or install HyperNodes"
+            )
+    if result is not None:
+        order = result.order
+    elif fixed and len(fixed) < len(placement.servers):
+        order = _fill_order(placement, fixed)
+    else:
+        order = pod_index_order(placement)
+    table = render_rank_table(build_rank_table(placement, order, profile.rank_table_version))
+    ranks_env = render_ranks_env(placement, order)
+    state = state_record(
+        job_uid, job_version, [(placement.servers[i].pod_name, placement.servers[i].node_name) for i in order]
+    )
+    report = json.dumps(result.to_report(placement), separators=(",", ":")) if result is not None else None
+    routes = (
+        json.dumps(result.routes.to_json(), separators=(",", ":"))
+        if result is not None and result.routes is not None
+        else None
+    )
+    payload = completed_payload(
+        settings, profile, rank_table=table, ranks_env=ranks_env, state=state, plan_report=report, routes=routes
+    )
+    planning_ms = (time.perf_counter() - started) * 1000.0
+    return Planned(
+        payload.data,
+        payload.binary_data,
+        payload.sha256,
+        _completed_message(placement, result, planning_ms, route_plan, route_problem),
+        result is not None,
+        planning_ms,
+        route_problem,
+    )
+
+
+def _fill_order(placement: Placement, fixed: Mapping[int, int]) -> tuple[int, ...]:
+    """Survivors keep their ranks; the other servers take the free ranks in pod-index order."""
+    n = len(placement.servers)
+    order: list[int | None] = [None] * n
+    for index, rank in fixed.items():
+        order[rank] = index
+    order[0] = placement.master
+    placed = {i for i in order if i is not None}
+    rest = iter(i for i in range(n) if i not in placed)
+    return tuple(i if i is not None else next(rest) for i in order)
+
+
+def _completed_message(
+    placement: Placement, result: PlanResult | None, planning_ms: float, route_plan: bool, problem: str | None
+) -> str:
+    servers = len(placement.servers)
+    devices = servers * placement.devices_per_server
+    head = f"{servers} servers, {devices} devices"
+    if result is None:
+        why = "route planning not requested" if not route_plan else "route planning skipped"
+        return f"{head}; ranks in pod-index order ({why}); {planning_ms:.0f} ms"
+    before, after = result.before, result.after
+    cross_before = before.cross_edges[0] if before.cross_edges else 0
+    cross_after = after.cross_edges[0] if after.cross_edges else 0
+    bound = after.cross_edge_bounds[0] if after.cross_edge_bounds else 0
+    gains = [
+        f"predicted {label} bus bandwidth {getattr(before, field):.2f} -> {getattr(after, field):.2f} of line rate"
+        for label, field in (("ring", "ring_busbw"), ("halving-doubling", "hd_busbw"))
+        # The "before" order is only simulated for the collectives the plan was made for.
+        if math.isfinite(getattr(before, field)) and math.isfinite(getattr(after, field))
+    ]
+    return (
+        "; ".join([f"{head}; cross-leaf ring edges {cross_before} -> {cross_after} (bound {bound})", *gains])
+        + f" ({result.routing}); planning {planning_ms:.0f} ms"
+    )
+
+
+def configmap_job_key(configmap: Mapping[str, Any], settings: Settings) -> str | None:
+    """`namespace/job` of the Job a rank-table ConfigMap belongs to (by profile label and name prefix), or None."""
+    meta = configmap.get("metadata") or {}
+    profile = settings.profile((meta.get("labels") or {}).get(RING_LABEL))
+    name = str(meta.get("name", ""))
+    if profile is None or not name.startswith(profile.configmap_prefix):
+        return None
+    return f"{meta.get('namespace')}/{name[len(profile.configmap_prefix) :]}"
+
+
+def is_orphan(
+    configmap: Mapping[str, Any], settings: Settings, jobs: Container[str], *, now: float, grace_s: float
+) -> bool:
+    """A rank-table ConfigMap ringroute created, owned by nobody, whose Job (not in `jobs`) never appeared within
+    `grace_s` of its creation (`now` in Unix seconds)."""
+    job_key = configmap_job_key(configmap, settings)
+    meta = configmap.get("metadata") or {}
+    if job_key is None or job_key in jobs:
+        return False
+    if (meta.get("annotations") or {}).get(CREATED_BY_ANNOTATION) != CREATED_BY_RINGROUTE:
+        return False  # never delete what a user made
+    if meta.get("ownerReferences"):
+        return False  # the garbage collector handles owned ones
+    created = parse_time(meta.get("creationTimestamp"))
+    return created is not None and now - created.timestamp() >= grace_s
+
+
+def build_topology(
+    settings: TopologySettings,
+    nodes: Sequence[Mapping[str, Any]],
+    hypernodes: Sequence[Mapping[str, Any]],
+    tor_configmap: Mapping[str, Any] | None,
+) -> Topology:
+    """The fabric from the first source present: HyperNodes, the MindCluster basic-tor-node-cm ConfigMap, or node
+    labels (nodes without topology labels, such as CPU nodes, left out)."""
+    if hypernodes:
+        return topology_from_hypernodes(hypernodes, nodes, settings.fabric)
+    if tor_configmap is not None:
+        return topology_from_tor_configmap(tor_configmap, settings.fabric, nodes=nodes)
+    return topology_from_nodes(nodes, settings.label_keys, settings.fabric, skip_unlabelled=True)
+
+
+__all__ = [
+    "build_topology",
+    "configmap_job_key",
+    "is_orphan",
+    "Planned",
+    "fixed_ranks_from_record",
+    "npu_task_replicas",
+    "pending_summary",
+    "placement_fingerprint",
+    "plan_table",
+    "pod_index_order",
+    "rank_table_profile",
+    "wants_route_plan",
+]

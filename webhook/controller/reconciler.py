@@ -1,0 +1,604 @@
+"""The rank-table controller: from placed, annotated pods to a completed (and routed) `jobstart_hccl.json`.
+
+Informers (`webhook.kube.informer`) keep caches of labelled Volcano Jobs, their pods, the rank-table ConfigMaps,
+Nodes and (when the CRD exists) HyperNodes. A Job without its ConfigMap gets one at once, owned by the Job, from a
+queue of its own (`create_configmap`). Changes enqueue the job in a debounced work queue; `reconcile` reads the
+placement, plans (`webhook.controller.planning`), and writes the ConfigMap in one resourceVersion-guarded update.
+Only the Lease holder runs it (`webhook.controller.run`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from planner import (
+    InputError,
+    PlacementReadout,
+    Topology,
+    read_placement,
+)
+from webhook.common.metrics import Metrics
+from webhook.common.names import (
+    DATA_HASH_ANNOTATION,
+    FINGERPRINT_ANNOTATION,
+    JOB_NAME_LABEL,
+    LAUNCHER_KEY,
+    RING_LABEL,
+)
+from webhook.common.rank_configmap import (
+    STATE_KEY,
+    ConfigMapTooLargeError,
+    configmap_update,
+    initial_configmap,
+    initializing_data,
+    job_owner_reference,
+    owned_by,
+    parse_state_record,
+    payload_hash,
+    rank_table_status,
+)
+from webhook.common.settings import AcceleratorProfile, Settings
+from webhook.controller.planning import (
+    build_topology,
+    configmap_job_key,
+    is_orphan,
+    npu_task_replicas,
+    pending_summary,
+    placement_fingerprint,
+    plan_table,
+    rank_table_profile,
+    wants_route_plan,
+)
+from webhook.kube.client import (
+    CONFIGMAPS,
+    HYPERNODES,
+    JOBS,
+    NODES,
+    PODS,
+    ConflictError,
+    KubeError,
+    KubeRepository,
+)
+from webhook.kube.events import EventRecorder, EventType
+from webhook.kube.informer import BACKOFF_S, Informer, Obj, object_key, object_version
+from webhook.kube.workqueue import DebouncedQueue
+
+log = logging.getLogger("ringroute.controller")
+
+POD_SELECTOR = f"{RING_LABEL},{JOB_NAME_LABEL}"
+MAX_DEBOUNCE_FACTOR = 10
+"""A job that keeps changing is still reconciled at least every MAX_DEBOUNCE_FACTOR x debounce."""
+
+
+# -- the controller ----------------------------------------------------------------------------------------------
+
+
+@dataclass
+class _JobMemory:
+    pending_message: str = ""
+    pending_at: float = -1e9
+    failed_message: str = ""
+    record_servers: list[list[str]] = field(default_factory=list)
+    record_identity: tuple[str, str] = ("", "")
+    failures: int = 0
+
+
+class Controller:
+    """Caches, work queue and reconcile of the rank-table controller (runs while this replica leads)."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        repo: KubeRepository,
+        metrics: Metrics,
+        *,
+        identity: str = "ringroute",
+        is_leader: Callable[[], bool] = lambda: True,
+        orphan_grace_s: float | None = None,
+        pending_event_interval_s: float | None = None,
+        workers: int = 2,
+    ) -> None:
+        self.settings = settings
+        self.repo = repo
+        self.events = EventRecorder(repo, instance=identity)
+        self.metrics = metrics
+        self.identity = identity
+        self.is_leader = is_leader
+        # None: the settings decide (tests pass short values).
+        self.orphan_grace_s = settings.controller.orphan_grace_s if orphan_grace_s is None else orphan_grace_s
+        self.pending_event_interval_s = (
+            settings.controller.pending_event_interval_s
+            if pending_event_interval_s is None
+            else pending_event_interval_s
+        )
+        self.workers = workers
+        namespace = settings.controller.namespace
+        self.queue = DebouncedQueue(
+            settings.controller.debounce_s, settings.controller.debounce_s * MAX_DEBOUNCE_FACTOR
+        )
+        # ConfigMap creation has its own queue, without debounce, so that it never waits behind planning.
+        self.creations = DebouncedQueue(0.0, 0.0)
+        self._create_failures: dict[str, int] = {}
+        self.jobs = Informer(repo, JOBS, self._on_job, namespace, RING_LABEL)
+        self.pods = Informer(repo, PODS, self._on_pod, namespace, POD_SELECTOR)
+        self.configmaps = Informer(repo, CONFIGMAPS, self._on_configmap, namespace, RING_LABEL)
+        self.nodes = Informer(repo, NODES, self._on_topology)
+        self.hypernodes: Informer | None = None
+        self._pods_by_job: dict[str, set[str]] = {}
+        self._memory: dict[str, _JobMemory] = {}
+        self._topology_cache: tuple[tuple[int, int, str], Topology] | None = None
+
+    # -- event handlers --------------------------------------------------------------------------------------
+
+    def _on_job(self, event_type: str, job: Obj, old: Obj | None) -> None:
+        key = object_key(job)
+        if event_type == "DELETED":
+            self._memory.pop(key, None)
+            self._create_failures.pop(key, None)
+            return
+        self.queue.add(key)
+        configmap_key = self._configmap_key(job)
+        if configmap_key is not None and configmap_key not in self.configmaps.store:
+            self.creations.add(key, 0.0)
+
+    def _on_pod(self, event_type: str, pod: Obj, old: Obj | None) -> None:
+        meta = pod.get("metadata") or {}
+        job = (meta.get("labels") or {}).get(JOB_NAME_LABEL)
+        if not job:
+            return
+        job_key = f"{meta.get('namespace')}/{job}"
+        members = self._pods_by_job.setdefault(job_key, set())
+        if event_type == "DELETED":
+            members.discard(object_key(pod))
+            if not members:
+                self._pods_by_job.pop(job_key, None)
+        else:
+            members.add(object_key(pod))
+        # A pod lost means the table must go back to "initializing" at once: no debounce.
+        lost = event_type == "DELETED" or (
+            meta.get("deletionTimestamp") and not (old or {}).get("metadata", {}).get("deletionTimestamp")
+        )
+        self.queue.add(job_key, 0.0 if lost else None)
+
+    def _on_configmap(self, _event_type: str, configmap: Obj, _old: Obj | None) -> None:
+        job_key = configmap_job_key(configmap, self.settings)
+        if job_key is not None and job_key in self.jobs.store:
+            self.queue.add(job_key)
+
+    def _on_topology(self, event_type: str, obj: Obj, old: Obj | None) -> None:
+        # Jobs still waiting may be waiting for topology labels; completed tables are not re-planned.
+        for job_key in self.jobs.store:
+            if job_key in self._memory and self._memory[job_key].failed_message:
+                self.queue.add(job_key)
+
+    # -- run -------------------------------------------------------------------------------------------------
+
+    async def run(self, stop: asyncio.Event | None = None) -> None:
+        """Start informers, wait for their first list, then reconcile until cancelled (or `stop` is set)."""
+        tasks: list[asyncio.Task[None]] = []
+        try:
+            informers = [self.nodes, self.jobs, self.configmaps, self.pods]
+            topology = self.settings.topology
+            if topology.use_hypernodes:
+                try:
+                    if await self.repo.has_resource(HYPERNODES):
+                        self.hypernodes = Informer(self.repo, HYPERNODES, self._on_topology)
+                        informers.insert(0, self.hypernodes)
+                except KubeError as exc:
+                    log.warning("event=hypernode-discovery-failed error=%s detail=using node labels", exc)
+            for informer in informers:
+                tasks.append(asyncio.create_task(informer.run(), name=f"informer-{informer.kind.plural}"))
+            await asyncio.gather(*(i.synced.wait() for i in informers))
+            log.info(
+                "event=caches-synced jobs=%d pods=%d nodes=%d",
+                len(self.jobs.store),
+                len(self.pods.store),
+                len(self.nodes.store),
+            )
+            for job_key in self.jobs.store:
+                self.queue.add(job_key, 0.0)
+            for n in range(self.settings.controller.configmap_create_workers):
+                tasks.append(asyncio.create_task(self._create_worker(), name=f"create-{n}"))
+            for n in range(self.workers):
+                tasks.append(asyncio.create_task(self._worker(), name=f"reconcile-{n}"))
+            tasks.append(asyncio.create_task(self._sweep_orphans_forever(), name="orphans"))
+            if stop is None:
+                await asyncio.Event().wait()
+            else:
+                await stop.wait()
+        finally:
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+
+    async def _worker(self) -> None:
+        while True:
+            key = await self.queue.get()
+            started = time.perf_counter()
+            try:
+                retry = await self.reconcile(key)
+            except asyncio.CancelledError:
+                raise
+            except ConflictError as exc:
+                log.info("event=reconcile-conflict job=%s detail=%s", key, exc)
+                retry = 0.0
+            except KubeError as exc:
+                retry = self._backoff(key)
+                log.warning("event=reconcile-failed job=%s error=%s retry_s=%.2f", key, exc, retry)
+            except Exception:
+                retry = self._backoff(key)
+                log.exception("event=reconcile-crashed job=%s retry_s=%.2f", key, retry)
+            else:
+                if key in self._memory:
+                    self._memory[key].failures = 0
+            finally:
+                self.queue.done(key)
+                self.metrics.reconcile_latency.observe(time.perf_counter() - started)
+            if retry is not None:
+                self.queue.add(key, retry)
+
+    def _backoff(self, key: str) -> float:
+        memory = self._memory.setdefault(key, _JobMemory())
+        memory.failures += 1
+        return float(min(BACKOFF_S[0] * 2.0 ** (memory.failures - 1), BACKOFF_S[1]))
+
+    # -- ConfigMap creation ----------------------------------------------------------------------------------
+
+    def _configmap_key(self, job: Mapping[str, Any]) -> str | None:
+        """Cache key of the job's rank-table ConfigMap (None when ringroute writes none for this job)."""
+        profile = rank_table_profile(job, self.settings)
+        if profile is None:
+            return None
+        meta = job.get("metadata") or {}
+        return f"{meta.get('namespace')}/{profile.configmap_name(str(meta.get('name')))}"
+
+    async def _create_worker(self) -> None:
+        while True:
+            key = await self.creations.get()
+            retry: float | None = None
+            try:
+                retry = await self.create_configmap(key)
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                retry = self._create_backoff(key)
+                log.exception("event=configmap-create-crashed job=%s retry_s=%.2f", key, retry)
+            finally:
+                self.creations.done(key)
+            if retry is not None:
+                self.creations.add(key, retry)
+
+    def _create_backoff(self, key: str) -> float:
+        failures = self._create_failures[key] = self._create_failures.get(key, 0) + 1
+        return float(min(BACKOFF_S[0] * 2.0 ** (failures - 1), BACKOFF_S[1]))
+
+    async def create_configmap(self, key: str) -> float | None:
+        """Create the job's "initializing" ConfigMap, owned by the Job, if it has none; returns a retry delay.
+
+        An existing ConfigMap is never touched here: a 409 hands the job to `reconcile`, which adopts it or
+        leaves it. Pods do not matter: they wait on the ConfigMap volume until it exists.
+        """
+        job = self.jobs.store.get(key)
+        if job is None or not self.is_leader():
+            return None
+        configmap_key = self._configmap_key(job)
+        if configmap_key is None or configmap_key in self.configmaps.store:
+            return None
+        profile = rank_table_profile(job, self.settings)
+        assert profile is not None
+        body = initial_configmap(job, profile, self.settings)
+        try:
+            written = await self.repo.create_object(CONFIGMAPS, body)
+        except ConflictError:
+            self.metrics.configmap_creates.labels("exists").inc()
+            self.queue.add(key, 0.0)
+            return None
+        except KubeError as exc:
+            self.metrics.configmap_creates.labels("error").inc()
+            retry = self._create_backoff(key)
+            log.warning("event=configmap-create-failed job=%s error=%s retry_s=%.2f", key, exc, retry)
+            return retry
+        self._create_failures.pop(key, None)
+        self.configmaps.store[object_key(written)] = written
+        self.metrics.configmap_creates.labels("created").inc()
+        log.info("event=configmap-created job=%s configmap=%s", key, object_key(written))
+        return None
+
+    # -- reconcile -------------------------------------------------------------------------------------------
+
+    async def reconcile(self, key: str) -> float | None:
+        """Bring the job's ConfigMap in line with its pods; returns a retry delay or None."""
+        if not self.is_leader():
+            return None
+        job = self.jobs.store.get(key)
+        if job is None:
+            return None
+        meta = job.get("metadata") or {}
+        profile = rank_table_profile(job, self.settings)
+        if profile is None:
+            return None
+        expected, task_order = npu_task_replicas(job, profile.resource_name)
+        namespace, name = str(meta.get("namespace")), str(meta.get("name"))
+        uid = str(meta.get("uid", ""))
+        version_value = (job.get("status") or {}).get("version")
+        job_version = str(version_value) if version_value is not None else None
+        memory = self._memory.setdefault(key, _JobMemory())
+        cm_key = f"{namespace}/{profile.configmap_name(name)}"
+        configmap = self.configmaps.store.get(cm_key)
+
+        pods = [self.pods.store[k] for k in sorted(self._pods_by_job.get(key, ())) if k in self.pods.store]
+        readout = read_placement(
+            pods,
+            annotation_keys=profile.device_annotation_keys,
+            resource_name=profile.resource_name,
+            expected_pods=expected,
+            job_name=name,
+            job_uid=uid or None,
+            job_version=job_version,
+            task_order=task_order,
+        )
+        status = rank_table_status(configmap, profile) if configmap is not None else None
+        if not readout.ready or readout.placement is None:
+            await self._pending(
+                job,
+                profile=profile,
+                configmap=configmap,
+                readout=readout,
+                expected=expected,
+                status=status,
+                memory=memory,
+            )
+            return None
+
+        placement = readout.placement
+        route_plan = wants_route_plan(job)
+        version_text = job_version or ""
+        fingerprint = placement_fingerprint(placement, uid, version_text, route_plan)
+        owner = job_owner_reference(job)
+        if configmap is not None:
+            annotations = (configmap.get("metadata") or {}).get("annotations") or {}
+            current_sha = payload_hash(configmap.get("data"), configmap.get("binaryData"))
+            if (
+                status == "completed"
+                and annotations.get(FINGERPRINT_ANNOTATION) == fingerprint
+                and annotations.get(DATA_HASH_ANNOTATION) == current_sha
+                and owned_by(configmap, owner)
+            ):
+                return None
+        record_servers, record_valid = self._record(configmap, memory, uid, version_text)
+        topology = await self._topology_now()
+        try:
+            planned = await asyncio.to_thread(
+                plan_table,
+                self.settings,
+                profile,
+                placement,
+                topology,
+                job_uid=uid,
+                job_version=version_text,
+                route_plan=route_plan,
+                record_servers=record_servers,
+                record_valid=record_valid,
+            )
+        except (ConfigMapTooLargeError, InputError) as exc:
+            self.metrics.plans.labels("failed").inc()
+            written = await self._reset_to_initializing(job, profile, configmap, status)
+            message = str(exc)
+            if message != memory.failed_message:
+                memory.failed_message = message
+                await self._event(job, written, "RankTableFailed", message, "Warning")
+            return None
+        if planned.route_problem and planned.route_problem != memory.failed_message:
+            memory.failed_message = planned.route_problem
+            await self._event(job, configmap, "RankTableFailed", planned.route_problem, "Warning")
+        elif not planned.route_problem:
+            memory.failed_message = ""
+        self.metrics.plan_latency.observe(planned.planning_ms / 1000.0)
+
+        annotations_update = {FINGERPRINT_ANNOTATION: fingerprint, DATA_HASH_ANNOTATION: planned.payload_sha}
+        if not self.is_leader():
+            return None  # lost the lease while planning: write nothing
+        written = await self._write(
+            job,
+            profile=profile,
+            configmap=configmap,
+            data=planned.payload_data,
+            binary_data=planned.payload_binary,
+            annotations=annotations_update,
+        )
+        memory.record_servers = json.loads(planned.payload_data[STATE_KEY])["servers"]
+        memory.record_identity = (uid, version_text)
+        memory.pending_message = ""
+        self.metrics.plans.labels("routed" if planned.routed else "pod-index").inc()
+        log.info(
+            "event=rank-table-completed job=%s servers=%d routed=%s planning_ms=%.1f",
+            key,
+            len(placement.servers),
+            planned.routed,
+            planned.planning_ms,
+        )
+        await self._event(job, written, "RankTableCompleted", planned.message, "Normal")
+        return None
+
+    def _record(
+        self, configmap: Obj | None, memory: _JobMemory, uid: str, version: str
+    ) -> tuple[list[list[str]], bool]:
+        """Servers by rank of the last completed table of this job UID and version (memory first, then the CM)."""
+        if memory.record_servers and memory.record_identity == (uid, version):
+            return memory.record_servers, True
+        if configmap is not None:
+            record = parse_state_record((configmap.get("data") or {}).get(STATE_KEY))
+            if record is not None and (record["jobUid"], record["jobVersion"]) == (uid, version):
+                return record["servers"], True
+        return [], False
+
+    async def _topology_now(self) -> Callable[[], Topology]:
+        """A thunk building the topology from the caches (memoised by cache generation), run in the planner thread.
+
+        Sources, first match: HyperNodes (CRD installed, objects present), the configured MindCluster
+        basic-tor-node-cm ConfigMap, node labels.
+        """
+        hyper = self.hypernodes
+        settings = self.settings.topology
+        tor: Obj | None = None
+        if settings.tor_configmap and not (hyper is not None and hyper.store):
+            namespace, _, name = settings.tor_configmap.partition("/")
+            tor = await self.repo.get_configmap(namespace, name)
+        generation = (self.nodes.generation, hyper.generation if hyper is not None else -1, object_version(tor or {}))
+        if self._topology_cache is not None and self._topology_cache[0] == generation:
+            cached = self._topology_cache[1]
+            return lambda: cached
+        nodes = list(self.nodes.store.values())
+        hypernodes = list(hyper.store.values()) if hyper is not None else []
+
+        def build() -> Topology:
+            topology = build_topology(settings, nodes, hypernodes, tor)
+            self._topology_cache = (generation, topology)
+            return topology
+
+        return build
+
+    async def _pending(
+        self,
+        job: Obj,
+        *,
+        profile: AcceleratorProfile,
+        configmap: Obj | None,
+        readout: PlacementReadout,
+        expected: int,
+        status: str | None,
+        memory: _JobMemory,
+    ) -> None:
+        written = await self._reset_to_initializing(job, profile, configmap, status)
+        message = pending_summary(readout, expected)
+        now = time.monotonic()
+        if message != memory.pending_message and now - memory.pending_at >= self.pending_event_interval_s:
+            memory.pending_message = message
+            memory.pending_at = now
+            await self._event(job, written, "RankTablePending", message, "Normal")
+
+    async def _reset_to_initializing(
+        self, job: Obj, profile: AcceleratorProfile, configmap: Obj | None, status: str | None
+    ) -> Obj | None:
+        """Make sure the ConfigMap exists, is owned by the job, has the launcher, and says "initializing"."""
+        data = initializing_data(self.settings, profile)
+        if configmap is not None:
+            current = configmap.get("data") or {}
+            if STATE_KEY in current:
+                data[STATE_KEY] = current[STATE_KEY]  # keep the survivors' ranks for a partial replacement
+        needs_write = (
+            configmap is None
+            or status != "initializing"
+            or (LAUNCHER_KEY not in (configmap.get("data") or {}))
+            or not owned_by(configmap, job_owner_reference(job))
+        )
+        if not needs_write or not self.is_leader():
+            return configmap
+        if status == "initializing" and configmap is not None:
+            # Keep a hand-made initializing table as the user wrote it; add only what is missing.
+            data[profile.rank_table_file] = (configmap.get("data") or {})[profile.rank_table_file]
+        written = await self._write(
+            job,
+            profile=profile,
+            configmap=configmap,
+            data=data,
+            binary_data={},
+            annotations={FINGERPRINT_ANNOTATION: None, DATA_HASH_ANNOTATION: payload_hash(data, {})},
+        )
+        if status == "completed":
+            self.metrics.plans.labels("reset").inc()
+            log.info("event=rank-table-reset job=%s detail=pods changed", object_key(job))
+        return written
+
+    async def _write(
+        self,
+        job: Obj,
+        *,
+        profile: AcceleratorProfile,
+        configmap: Obj | None,
+        data: dict[str, str],
+        binary_data: dict[str, str],
+        annotations: Mapping[str, str | None],
+    ) -> Obj:
+        """Create the ConfigMap, or replace its data in one update guarded by the resourceVersion read."""
+        body = configmap_update(
+            job, profile, self.settings, configmap, data=data, binary_data=binary_data, annotations=annotations
+        )
+        meta = body["metadata"]
+        if not self.is_leader():
+            raise _NotLeaderError()
+        if configmap is None:
+            try:
+                written = await self.repo.create_object(CONFIGMAPS, body)
+            except ConflictError:
+                # Created meanwhile (the creation queue, an older release's webhook, a user): reconcile against it.
+                fresh = await self.repo.get_configmap(meta["namespace"], meta["name"])
+                if fresh is not None:
+                    self.configmaps.store[object_key(fresh)] = fresh
+                raise
+        else:
+            try:
+                written = await self.repo.replace_object(CONFIGMAPS, body)
+            except ConflictError:
+                fresh = await self.repo.get_configmap(meta["namespace"], meta["name"])
+                if fresh is None:
+                    self.configmaps.store.pop(object_key(configmap), None)
+                else:
+                    self.configmaps.store[object_key(fresh)] = fresh
+                raise
+        self.configmaps.store[object_key(written)] = written
+        return written
+
+    async def _event(self, job: Obj, configmap: Obj | None, reason: str, message: str, event_type: EventType) -> None:
+        if not self.is_leader():
+            return
+        await self.events.emit(job, reason=reason, message=message, event_type=event_type)
+        if configmap is not None:
+            await self.events.emit(configmap, reason=reason, message=message, event_type=event_type)
+
+    # -- orphans ---------------------------------------------------------------------------------------------
+
+    async def _sweep_orphans_forever(self) -> None:
+        interval = min(max(self.orphan_grace_s / 4, 0.2), 60.0)
+        while True:
+            await asyncio.sleep(interval)
+            try:
+                await self.sweep_orphans()
+            except KubeError as exc:
+                log.warning("event=orphan-sweep-failed error=%s", exc)
+
+    async def sweep_orphans(self) -> int:
+        """Delete ConfigMaps ringroute created for jobs that never got created (older than the grace period)."""
+        deleted = 0
+        now = time.time()
+        for key, configmap in list(self.configmaps.store.items()):
+            if not is_orphan(configmap, self.settings, self.jobs.store, now=now, grace_s=self.orphan_grace_s):
+                continue
+            meta = configmap.get("metadata") or {}
+            if not self.is_leader():
+                return deleted
+            if await self.repo.delete_object(
+                CONFIGMAPS,
+                meta.get("namespace"),
+                str(meta.get("name", "")),
+                uid=meta.get("uid"),
+                resource_version=meta.get("resourceVersion"),
+            ):
+                deleted += 1
+                log.info("event=orphan-deleted configmap=%s detail=its job was never created", key)
+            self.configmaps.store.pop(key, None)
+        return deleted
+
+
+class _NotLeaderError(KubeError):
+    def __init__(self) -> None:
+        super().__init__("write", 0, "not the leader any more; nothing written")
+
+
+__all__ = ["Controller"]

@@ -1,0 +1,565 @@
+"""What the extender knows between calls: the nodes it has seen, the jobs of the current scheduling session, and
+one gang plan per route-planned job.
+
+Sources, freshest first: the NodeInfos of the call being answered; allocate/deallocate events (Volcano 1.13+);
+the scheduler cache that onSessionOpen sends at the start of every session; NodeInfos of earlier calls. A plan is
+made when a job's first call of a session arrives (Volcano allocates jobs one after another, so plans made in call
+order reserve nodes in the order Volcano fills them) and kept for the session; without onSessionOpen, sessions are
+invisible and a plan lives `extender.planTtlS` after its last use.
+
+One instance per extender process; handlers run on one event loop, so no locking.
+"""
+
+from __future__ import annotations
+
+import operator
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from planner import DEFAULT_LABEL_KEYS
+from webhook.common.names import RING_LABEL
+from webhook.common.settings import Settings
+from webhook.extender.fit import TaskView, node_admits, node_cards, read_task
+from webhook.extender.placement import GangPlan, LeafRoom, plan_gang
+from webhook.extender.wire import (
+    GONE_STATUSES,
+    PLACED_STATUSES,
+    STATUS_PENDING,
+    JobInfo,
+    NodeInfo,
+    NodeView,
+    SessionOpenRequest,
+    TaskInfo,
+)
+
+Path = tuple[str, ...]
+"""Topology domains of a node, tier 1 (leaf) first."""
+
+_TOPOGRAPH_TIERS = "fabric.topograph.run/tier-N"
+"""How the planner names the topograph family: one `tier-<N>` key per tier present."""
+DEFAULT_LABEL_FAMILIES: tuple[tuple[str, ...], ...] = tuple(
+    tuple(f"fabric.topograph.run/tier-{n}" for n in range(1, 5)) if family == (_TOPOGRAPH_TIERS,) else family[::-1]
+    for family in DEFAULT_LABEL_KEYS
+)
+"""The planner's label families (`planner.DEFAULT_LABEL_KEYS`, which `topology_from_nodes` reads when no keys
+are configured), tier 1 first, tried in the same order."""
+
+MAX_REMEMBERED_NODES = 200_000
+"""Nodes remembered at most (besides the byte budget `extender.maxStateMib`); the least recently seen go first."""
+PATH_TTL_S = 600.0
+"""A node's topology path read from its labels is trusted this long without reading the labels again."""
+MAX_REMEMBERED_JOBS = 20_000
+"""Jobs with plans or placements remembered before the oldest are dropped."""
+
+PathReader = Callable[[Mapping[str, str] | None], Path | None]
+
+PLAN_LEAF_STEP = 5.0
+"""Score step (before `extender.scoreWeight`) between consecutive leaves of a plan, so Volcano fills leaf after
+leaf; at the default weight it is 500 points, more than the 350 nodeorder and binpack can add."""
+
+
+def label_path_reader(label_keys: Sequence[str] = ()) -> PathReader:
+    """Read a node's path from its own labels: `label_keys` (top-most tier first, as in TopologySettings) or the
+    recognised families; the node's values from tier 1 up, stopping at the first missing key.
+
+    Per node on purpose: the extender sees changing subsets of nodes, while the planner's `topology_from_nodes`
+    normalises a whole-cluster view.
+    """
+    families: tuple[tuple[str, ...], ...] = (tuple(reversed(label_keys)),) if label_keys else DEFAULT_LABEL_FAMILIES
+
+    def read(labels: Mapping[str, str] | None) -> Path | None:
+        if not labels:
+            return None
+        for family in families:
+            first = labels.get(family[0])
+            if not first:
+                continue
+            path = [first]
+            for key in family[1:]:
+                value = labels.get(key)
+                if not value:
+                    break
+                path.append(value)
+            return tuple(path)
+        return None
+
+    return read
+
+
+def _view_bytes(info: NodeView) -> int:
+    """Rough memory of a kept node view: its strings plus a fixed overhead per object."""
+    size = 400 + len(info.Name)
+    meta = info.Node.metadata if info.Node is not None else None
+    for key, value in ((meta.labels if meta is not None else None) or {}).items():
+        size += 120 + len(key) + len(value)
+    spec = info.Node.spec if info.Node is not None else None
+    for taint in (spec.taints if spec is not None else None) or ():
+        size += 150 + len(taint.key) + len(taint.value) + len(taint.effect)
+    return size
+
+
+def node_labels(info: NodeView) -> Mapping[str, str] | None:
+    """metadata.labels of a NodeInfo's Node."""
+    meta = info.Node.metadata if info.Node is not None else None
+    return meta.labels if meta is not None else None
+
+
+@dataclass(slots=True)
+class JobFacts:
+    """A ringroute job as the session's scheduler cache shows it."""
+
+    size: int
+    """NPU tasks that are not terminating."""
+    pending: int
+    """Of those, tasks still waiting for a node."""
+    placed: dict[str, int]
+    """Tasks per node that hold one (allocated, binding, bound or running)."""
+    network_topology: bool
+    """The job's PodGroup asks Volcano's own network-topology-aware scheduling (v1.12+) to place it."""
+
+
+@dataclass(frozen=True, slots=True)
+class JobPlan:
+    """A gang plan and how calls follow it."""
+
+    job: str
+    plan: GangPlan
+    allowed: frozenset[str]
+    """Nodes the job may use: the free fitting nodes of the planned leaves."""
+    bonus: Mapping[str, float]
+    """Order within the plan (PLAN_LEAF_STEP apart, one value per leaf): hosting leaves, then leaves the plan
+    empties, the partly used leaf last (bonus 0)."""
+    enforced: bool
+    """The predicate refuses nodes outside `allowed` (only with exact session data)."""
+    session: int
+    hosted: frozenset[str]
+    """Leaves that already held tasks of the job when it was planned."""
+
+
+@dataclass(slots=True)
+class _Allocation:
+    node: str
+    cards: int
+
+
+@dataclass(slots=True)
+class _JobMemory:
+    """Per job: placements seen, allocations reported, the plan and its history."""
+
+    placed: dict[str, set[str]] = field(default_factory=dict)
+    """node -> task uids of the job seen there (NodeInfo Tasks of calls)."""
+    allocations: dict[str, _Allocation] = field(default_factory=dict)
+    """task uid -> node, from allocate events of this session."""
+    plan: JobPlan | None = None
+    plan_used: float = 0.0
+    no_plan_session: int = -1
+    """Session in which planning found no placement (not retried within it)."""
+    no_plan_at: float = -1e18
+    failures: int = 0
+    """Consecutive sessions in which the job kept pending tasks after an enforced plan."""
+    touched: float = 0.0
+
+
+class ExtenderState:
+    """The extender's memory; see the module docstring."""
+
+    def __init__(self, settings: Settings, *, clock: Callable[[], float] = time.monotonic) -> None:
+        self.settings = settings
+        self.clock = clock
+        self.read_path: PathReader = label_path_reader(settings.topology.label_keys)
+        self.nodes: dict[str, NodeView] = {}
+        """Latest NodeInfo per node name, least recently seen first."""
+        self._node_bytes: dict[str, int] = {}
+        self._stored_bytes = 0
+        self._byte_budget = settings.extender.max_state_mib * 2**20
+        self._paths: dict[str, Path | None] = {}
+        """Topology path per node whose view is kept and whose labels were read within PATH_TTL_S."""
+        self._path_read_at: dict[str, float] = {}
+        self._fresh: frozenset[str] = frozenset()
+        """Candidates of the prioritize call being answered: Volcano found them free just now."""
+        self.session = 0
+        """Number of onSessionOpen calls seen; 0 while none has come."""
+        self.session_data = False
+        """The current session's scheduler cache was read (job facts and node paths are exact)."""
+        self.jobs: dict[str, JobFacts] = {}
+        """ringroute jobs of the current session (empty without onSessionOpen)."""
+        self.session_paths: dict[str, Path | None] = {}
+        """Topology path of every node of the session's cache, read once at session open."""
+        self._memory: dict[str, _JobMemory] = {}
+        self._session_cards: dict[str, int] = {}
+        """Cards allocated per node in this session by allocate events (minus deallocations)."""
+        self._last_prune = clock()
+        self.on_plan: Callable[[TaskView, JobPlan | None], None] | None = None
+        """Called after each planning attempt (the service logs it and counts it)."""
+
+    # ------------------------------------------------------------------------------------------------ sessions
+
+    def open_session(self, request: SessionOpenRequest) -> dict[str, int]:
+        """Replace the node view and the job facts with the scheduler's cache; returns counts for the log."""
+        now = self.clock()
+        nodes = request.Nodes or {}
+        self.nodes = {}
+        self._node_bytes = {}
+        self._paths = {}
+        self._path_read_at = {}
+        self._stored_bytes = 0
+        for name, info in nodes.items():
+            self._remember(info.Name or name, info)
+        self.session_paths = {name: self.path_of(name, info) for name, info in self.nodes.items()}
+        previous = self.session
+        self.session += 1
+        self.session_data = True
+        self._session_cards.clear()
+        jobs: dict[str, JobFacts] = {}
+        for job_id, job in (request.Jobs or {}).items():
+            facts = self._job_facts(job)
+            if facts is not None:
+                jobs[job_id] = facts
+        for job_id, memory in self._memory.items():
+            plan = memory.plan
+            if plan is not None and plan.enforced and plan.session == previous:
+                facts = jobs.get(job_id)
+                # Volcano tried the job in the last session (it asked about it); count it if it still waits.
+                memory.failures = memory.failures + 1 if facts is not None and facts.pending > 0 else 0
+            memory.plan = None
+            memory.allocations.clear()
+            memory.no_plan_session = -1
+        self.jobs = jobs
+        for job_id in jobs:
+            self._job(job_id, now).placed.clear()
+        self.prune(now)
+        return {"nodes": len(self.nodes), "jobs": len(jobs), "pending_jobs": sum(1 for f in jobs.values() if f.pending)}
+
+    def session_without_data(self) -> None:
+        """A session opened whose scheduler cache could not be used (too large, malformed): forget the last
+        session's facts and plans, and plan from what calls show."""
+        self.session += 1
+        self.session_data = False
+        self.jobs = {}
+        self.session_paths = {}
+        self._session_cards.clear()
+        for memory in self._memory.values():
+            memory.plan = None
+            memory.allocations.clear()
+            memory.no_plan_session = -1
+
+    def _job_facts(self, job: JobInfo) -> JobFacts | None:
+        """Facts of a job ringroute judges (a task with a known `ring-controller.cce` profile), else None."""
+        profile = None
+        for task in (job.Tasks or {}).values():
+            meta = task.Pod.metadata if task.Pod is not None else None
+            value = (meta.labels or {}).get(RING_LABEL) if meta is not None else None
+            if value is not None:
+                profile = self.settings.profile(value)
+                if profile is not None:
+                    break
+        if profile is None:
+            return None
+        size = pending = 0
+        placed: dict[str, int] = {}
+        for task in (job.Tasks or {}).values():
+            scalars = task.Resreq.ScalarResources if task.Resreq is not None else None
+            if not scalars or scalars.get(profile.resource_name, 0.0) <= 0 or task.Status in GONE_STATUSES:
+                continue
+            size += 1
+            if task.Status == STATUS_PENDING:
+                pending += 1
+            elif task.Status in PLACED_STATUSES and task.NodeName:
+                placed[task.NodeName] = placed.get(task.NodeName, 0) + 1
+        spec = job.PodGroup.spec if job.PodGroup is not None else None
+        topology = spec is not None and spec.networkTopology is not None
+        if size == 0 and job.MinAvailable > 0:
+            size = pending = job.MinAvailable
+        return JobFacts(size=size, pending=pending, placed=placed, network_topology=topology)
+
+    # ---------------------------------------------------------------------------------------------- observation
+
+    def observe(self, infos: Iterable[NodeView], task: TaskView | None = None) -> None:
+        """Remember the nodes of a call and, for the task's job, which of them hold its tasks (NodeInfos with a
+        Tasks map only)."""
+        remember = self._remember
+        # The session's facts say where a job's tasks are; calls are read for that only without them.
+        job = task.job if task is not None and task.profile is not None and task.job not in self.jobs else ""
+        if not job:
+            for info in infos:
+                if info.Name:
+                    remember(info.Name, info)
+            return
+        memory = self._memory.get(job)
+        placed = memory.placed if memory is not None else None
+        for info in infos:
+            name = info.Name
+            if not name:
+                continue
+            remember(name, info)
+            if not isinstance(info, NodeInfo):
+                continue
+            uids: set[str] | None = None
+            tasks = info.Tasks
+            if tasks:
+                for key, node_task in tasks.items():
+                    if node_task.Job == job:
+                        if uids is None:
+                            uids = set()
+                        uids.add(node_task.UID or key)
+            if uids:
+                if placed is None:
+                    placed = self._job(job, self.clock()).placed
+                placed[name] = uids
+            elif placed:
+                placed.pop(name, None)
+
+    def _remember(self, name: str, info: NodeView) -> None:
+        """Keep a node's latest view, within `extender.maxStateMib`: the least recently seen nodes go first (the
+        views come from requests, so their size is the sender's to choose)."""
+        size = _view_bytes(info)
+        self._stored_bytes += size - self._node_bytes.pop(name, 0)
+        self.nodes.pop(name, None)
+        self.nodes[name] = info
+        self._node_bytes[name] = size
+        self._paths[name] = self.read_path(node_labels(info))
+        self._path_read_at[name] = self.clock()
+        if self._stored_bytes > self._byte_budget or len(self.nodes) > MAX_REMEMBERED_NODES:
+            target = self._byte_budget * 3 // 4
+            for oldest in list(self.nodes):
+                if self._stored_bytes <= target and len(self.nodes) <= MAX_REMEMBERED_NODES * 3 // 4:
+                    break
+                del self.nodes[oldest]
+                self._paths.pop(oldest, None)
+                self._path_read_at.pop(oldest, None)
+                self._stored_bytes -= self._node_bytes.pop(oldest, 0)
+
+    def known_paths(self, names: Sequence[str]) -> Sequence[Path | None] | None:
+        """The topology path of every node in `names` read within PATH_TTL_S (pruned once a minute), or None when
+        any is missing (the caller then reads the candidates' labels). Lets prioritize without session data skip
+        decoding labels; one C-level lookup for all names."""
+        if not names:
+            return []
+        try:
+            found = operator.itemgetter(*names)(self._paths)
+        except KeyError:
+            return None
+        return (found,) if len(names) == 1 else found
+
+    def mark_fresh(self, names: Iterable[str]) -> None:
+        """The candidates of the prioritize call being answered: Volcano found them free just now, whatever an
+        older view of them says (planning without session data counts them as free)."""
+        self._fresh = frozenset(names)
+
+    @property
+    def stored_bytes(self) -> int:
+        """Estimated bytes of the node views kept (bounded by `extender.maxStateMib`)."""
+        return self._stored_bytes
+
+    def allocated(self, task: TaskView) -> None:
+        """An allocate event: the task took `task.node_name` in this session."""
+        if not task.job or not task.node_name or task.profile is None:
+            return
+        memory = self._job(task.job, self.clock())
+        previous = memory.allocations.get(task.uid)
+        if previous is not None:
+            self._session_cards[previous.node] = self._session_cards.get(previous.node, 0) - previous.cards
+        memory.allocations[task.uid] = _Allocation(task.node_name, task.cards)
+        self._session_cards[task.node_name] = self._session_cards.get(task.node_name, 0) + task.cards
+
+    def deallocated(self, task: TaskView) -> None:
+        """A deallocate event: an allocation of this session was undone (the gang was discarded)."""
+        memory = self._memory.get(task.job)
+        allocation = memory.allocations.pop(task.uid, None) if memory is not None else None
+        if allocation is not None:
+            self._session_cards[allocation.node] = self._session_cards.get(allocation.node, 0) - allocation.cards
+
+    # ---------------------------------------------------------------------------------------------------- views
+
+    def hosted_nodes(self, task: TaskView) -> dict[str, int]:
+        """Tasks of the task's job per node (the task itself left out): the session's facts, else what calls
+        showed; plus this session's allocate events."""
+        facts = self.jobs.get(task.job)
+        memory = self._memory.get(task.job)
+        counts = dict(facts.placed) if facts is not None else {}
+        if memory is None:
+            return counts
+        if facts is None:
+            counts = {node: len(uids - {task.uid}) for node, uids in memory.placed.items()}
+        for uid, allocation in memory.allocations.items():
+            if uid != task.uid:
+                counts[allocation.node] = counts.get(allocation.node, 0) + 1
+        return {node: count for node, count in counts.items() if count > 0}
+
+    def path_of(self, node: str, info: NodeView | None = None) -> Path | None:
+        """The node's topology path from the given or the remembered NodeInfo."""
+        info = info if info is not None else self.nodes.get(node)
+        return self.read_path(node_labels(info)) if info is not None else None
+
+    def job_facts(self, job: str) -> JobFacts | None:
+        """The session's facts about a job (None without onSessionOpen or for a job it did not list)."""
+        return self.jobs.get(job)
+
+    # ---------------------------------------------------------------------------------------------------- plans
+
+    def plan_for(self, task: TaskView, *, create: bool = True) -> JobPlan | None:
+        """The job's gang plan, made now (when `create`) if this is the job's first call of the session; None
+        when the job is not planned (not route-planned, placed by Volcano's network topology, size unknown, or
+        no placement holds it)."""
+        if not task.route_planned or task.profile is None or not task.job:
+            return None
+        settings = self.settings.extender
+        if not settings.gang_planning:
+            return None
+        now = self.clock()
+        memory = self._job(task.job, now)
+        plan = memory.plan
+        if plan is not None and self._current(plan.session, memory.plan_used, now):
+            memory.plan_used = now
+            return plan
+        if not create or self._current(memory.no_plan_session, memory.no_plan_at, now):
+            return None
+        plan = self._make_plan(task, memory)
+        if self.on_plan is not None:
+            self.on_plan(task, plan)
+        memory.plan, memory.plan_used = plan, now
+        if plan is None:
+            memory.no_plan_session, memory.no_plan_at = self.session, now
+        return plan
+
+    def _current(self, session: int, used_at: float, now: float) -> bool:
+        """A plan (or a failed planning) of `session` still applies: same session, or, without sessions, used
+        within `extender.planTtlS`."""
+        if session != self.session:
+            return False
+        return bool(self.session) or now - used_at <= self.settings.extender.plan_ttl_s
+
+    def _make_plan(self, task: TaskView, memory: _JobMemory) -> JobPlan | None:
+        facts = self.jobs.get(task.job) if self.session_data else None
+        if facts is not None and facts.network_topology:
+            return None
+        hosted = self.hosted_nodes(task)
+        if facts is not None:
+            need = facts.pending
+        elif task.npu_pods is not None:
+            need = task.npu_pods - sum(hosted.values())
+        else:
+            return None
+        if need <= 0:
+            return None
+        reserved = self._reserved_elsewhere(task.job)
+        free_by_leaf: dict[str, list[str]] = {}
+        spine_of: dict[str, str | None] = {}
+        for name, info in self.nodes.items():
+            path = self.path_of(name, info)
+            if not path:
+                continue
+            leaf = path[0]
+            spine_of.setdefault(leaf, path[1] if len(path) > 1 else None)
+            if self._session_cards.get(name, 0) > 0:
+                continue
+            if name in self._fresh or (node_admits(task.constraints, info) and node_cards(info, task).fits):
+                free_by_leaf.setdefault(leaf, []).append(name)
+        hosted_leaves: dict[str, int] = {}
+        for node, count in hosted.items():
+            path = self.path_of(node)
+            if path:
+                hosted_leaves[path[0]] = hosted_leaves.get(path[0], 0) + count
+                spine_of.setdefault(path[0], path[1] if len(path) > 1 else None)
+        rooms = [
+            LeafRoom(
+                leaf,
+                spine_of.get(leaf),
+                free=max(0, len(free_by_leaf.get(leaf, ())) - reserved.get(leaf, 0)),
+                hosted=hosted_leaves.get(leaf, 0),
+            )
+            for leaf in sorted(set(free_by_leaf) | set(hosted_leaves))
+        ]
+        gang = plan_gang(rooms, need)
+        if gang is None:
+            return None
+        allowed: set[str] = set()
+        bonus: dict[str, float] = {}
+        full = gang.full_leaves
+        # Fill leaf after leaf (hosting leaves, then the ones the plan empties, the partly used one last): tasks
+        # are allocated in index order, so pod-index neighbours share a leaf and the partial leaf gets the rest.
+        order = sorted(
+            gang.take,
+            key=lambda leaf: (leaf not in hosted_leaves, leaf not in full, spine_of.get(leaf) or "", leaf),
+        )
+        for position, leaf in enumerate(order):
+            weight = PLAN_LEAF_STEP * (len(order) - 1 - position)
+            for name in free_by_leaf.get(leaf, ()):
+                allowed.add(name)
+                bonus[name] = weight
+        enforced = (
+            self.settings.extender.enforce_plan
+            and facts is not None
+            and memory.failures < self.settings.extender.plan_attempts
+        )
+        return JobPlan(
+            job=task.job,
+            plan=gang,
+            allowed=frozenset(allowed),
+            bonus=bonus,
+            enforced=enforced,
+            session=self.session,
+            hosted=frozenset(hosted_leaves),
+        )
+
+    def _reserved_elsewhere(self, job: str) -> dict[str, int]:
+        """Nodes per leaf that other jobs' plans of this session still expect to take."""
+        reserved: dict[str, int] = {}
+        now = self.clock()
+        for other, memory in self._memory.items():
+            plan = memory.plan
+            if other == job or plan is None or not self._current(plan.session, memory.plan_used, now):
+                continue
+            for leaf, count in plan.plan.take.items():
+                reserved[leaf] = reserved.get(leaf, 0) + count
+        return reserved
+
+    # -------------------------------------------------------------------------------------------------- memory
+
+    def _job(self, job: str, now: float) -> _JobMemory:
+        memory = self._memory.get(job)
+        if memory is None:
+            if len(self._memory) >= MAX_REMEMBERED_JOBS:
+                oldest = min(self._memory, key=lambda j: self._memory[j].touched)
+                del self._memory[oldest]
+            memory = self._memory[job] = _JobMemory()
+        memory.touched = now
+        return memory
+
+    def prune(self, now: float | None = None) -> None:
+        """Forget jobs untouched for `extender.jobMemoryTtlS`."""
+        now = self.clock() if now is None else now
+        self._last_prune = now
+        ttl = self.settings.extender.job_memory_ttl_s
+        for job in [j for j, m in self._memory.items() if now - m.touched > ttl]:
+            del self._memory[job]
+        self._prune_paths(now)
+
+    def _prune_paths(self, now: float) -> None:
+        oldest = now - PATH_TTL_S
+        for name in [n for n, at in self._path_read_at.items() if at < oldest]:
+            del self._path_read_at[name]
+            self._paths.pop(name, None)
+
+    def maybe_prune(self) -> None:
+        """Prune at most once a minute."""
+        now = self.clock()
+        if now - self._last_prune > 60.0:
+            self.prune(now)
+
+    def read(self, task: TaskInfo) -> TaskView:
+        """Convert a TaskInfo with this state's settings."""
+        return read_task(task, self.settings)
+
+
+__all__ = [
+    "DEFAULT_LABEL_FAMILIES",
+    "ExtenderState",
+    "JobFacts",
+    "JobPlan",
+    "Path",
+    "PathReader",
+    "label_path_reader",
+    "node_labels",
+]
