@@ -502,84 +502,89 @@ class FakeApiServer:
         self, request: web.Request, plural: str, namespace: str | None, name: str | None
     ) -> web.StreamResponse:
         method = request.method
-        store = self.stores[plural]
-        if method == "GET" and name is None:
-            if request.query.get("watch") in ("true", "1"):
-                return await self._watch(request, plural, namespace)
-            selector = request.query.get("labelSelector")
-            items = [
-                o
-                for (ns, _), o in sorted(store.objects.items())
-                if (namespace is None or ns == namespace) and _match_labels(o, selector)
-            ]
-            return web.Response(
-                body=json.dumps(
-                    {
-                        "kind": KINDS[plural] + "List",
-                        "apiVersion": self._api_version(plural),
-                        "metadata": {"resourceVersion": str(self.resource_version)},
-                        "items": items,
-                    }
-                ),
-                content_type="application/json",
-            )
-        dry_run = "All" in request.query.getall("dryRun", [])
-        if method == "POST" and name is None:
-            body = await request.json()
-            body.setdefault("metadata", {})
-            if namespace:
-                body["metadata"]["namespace"] = namespace
-            body["metadata"].pop("resourceVersion", None)
-            body = await self._admit(plural, "CREATE", body, None, dry_run=dry_run)
-            if dry_run:
-                return web.json_response(body, status=201)
-            created = await self._write(plural, body, guard=False, create_only=True)
-            return web.json_response(created, status=201)
         if name is None:
+            if method == "GET":
+                return await self._collection(request, plural, namespace)
+            if method == "POST":
+                return await self._create(request, plural, namespace)
             return _status(405, "MethodNotAllowed", f"{method} on a collection")
-        key = (namespace or "", name)
-        current = store.objects.get(key)
-        if method == "GET":
-            if current is None:
-                return _status(404, "NotFound", f'{plural} "{name}" not found')
-            return web.json_response(current)
+        current = self.stores[plural].objects.get((namespace or "", name))
         if current is None:
             return _status(404, "NotFound", f'{plural} "{name}" not found')
+        if method == "GET":
+            return web.json_response(current)
         if method == "PUT":
             body = await request.json()
             body.setdefault("metadata", {})["namespace"] = namespace or ""
             if not self._namespaced(plural):
                 body["metadata"].pop("namespace", None)
+            dry_run = "All" in request.query.getall("dryRun", [])
             body = await self._admit(plural, "UPDATE", body, current, dry_run=dry_run)
             if dry_run:
                 return web.json_response(body)
             return web.json_response(await self._write(plural, body, guard=True))
         if method == "PATCH":
-            if request.content_type != MERGE_PATCH:
-                return _status(415, "UnsupportedMediaType", f"PATCH {request.content_type}: only {MERGE_PATCH} here")
-            patch = await request.json()
-            wanted = (patch.get("metadata") or {}).get("resourceVersion")
-            if wanted and wanted != current["metadata"]["resourceVersion"]:
-                raise _ConflictError("Conflict", f'Operation cannot be fulfilled on {plural} "{name}": modified')
-            merged = merge_patch(current, patch)
-            merged["metadata"]["resourceVersion"] = current["metadata"]["resourceVersion"]
-            return web.json_response(await self._write(plural, merged, guard=True))
+            return await self._merge_patch(request, plural, name, current)
         if method == "DELETE":
-            body = {}
-            if request.can_read_body:
-                body = await request.json()
-            pre = (body or {}).get("preconditions") or {}
-            if pre.get("uid") and pre["uid"] != current["metadata"]["uid"]:
-                raise _ConflictError("Conflict", "Precondition failed: UID in precondition does not match")
-            if pre.get("resourceVersion") and pre["resourceVersion"] != current["metadata"]["resourceVersion"]:
-                raise _ConflictError("Conflict", "Precondition failed: ResourceVersion in precondition does not match")
-            propagation = (body or {}).get("propagationPolicy") or request.query.get("propagationPolicy", "Background")
-            if propagation not in PROPAGATION_POLICIES:
-                raise _RefusedError(400, f'unsupported propagationPolicy "{propagation}"')
-            self._delete(plural, namespace or "", name, propagation)
-            await self._notify()
-            return web.json_response({"kind": "Status", "apiVersion": "v1", "status": "Success"})
+            return await self._delete_request(request, plural, namespace, name, current)
         return _status(405, "MethodNotAllowed", method)
+
+    async def _collection(self, request: web.Request, plural: str, namespace: str | None) -> web.StreamResponse:
+        if request.query.get("watch") in ("true", "1"):
+            return await self._watch(request, plural, namespace)
+        selector = request.query.get("labelSelector")
+        items = [
+            o
+            for (ns, _), o in sorted(self.stores[plural].objects.items())
+            if (namespace is None or ns == namespace) and _match_labels(o, selector)
+        ]
+        body = {
+            "kind": KINDS[plural] + "List",
+            "apiVersion": self._api_version(plural),
+            "metadata": {"resourceVersion": str(self.resource_version)},
+            "items": items,
+        }
+        return web.Response(body=json.dumps(body), content_type="application/json")
+
+    async def _create(self, request: web.Request, plural: str, namespace: str | None) -> web.StreamResponse:
+        body = await request.json()
+        body.setdefault("metadata", {})
+        if namespace:
+            body["metadata"]["namespace"] = namespace
+        body["metadata"].pop("resourceVersion", None)
+        dry_run = "All" in request.query.getall("dryRun", [])
+        body = await self._admit(plural, "CREATE", body, None, dry_run=dry_run)
+        if dry_run:
+            return web.json_response(body, status=201)
+        created = await self._write(plural, body, guard=False, create_only=True)
+        return web.json_response(created, status=201)
+
+    async def _merge_patch(self, request: web.Request, plural: str, name: str, current: Obj) -> web.StreamResponse:
+        if request.content_type != MERGE_PATCH:
+            return _status(415, "UnsupportedMediaType", f"PATCH {request.content_type}: only {MERGE_PATCH} here")
+        patch = await request.json()
+        wanted = (patch.get("metadata") or {}).get("resourceVersion")
+        if wanted and wanted != current["metadata"]["resourceVersion"]:
+            raise _ConflictError("Conflict", f'Operation cannot be fulfilled on {plural} "{name}": modified')
+        merged = merge_patch(current, patch)
+        merged["metadata"]["resourceVersion"] = current["metadata"]["resourceVersion"]
+        return web.json_response(await self._write(plural, merged, guard=True))
+
+    async def _delete_request(
+        self, request: web.Request, plural: str, namespace: str | None, name: str, current: Obj
+    ) -> web.StreamResponse:
+        body = (await request.json()) if request.can_read_body else {}
+        pre = (body or {}).get("preconditions") or {}
+        if pre.get("uid") and pre["uid"] != current["metadata"]["uid"]:
+            raise _ConflictError("Conflict", "Precondition failed: UID in precondition does not match")
+        if pre.get("resourceVersion") and pre["resourceVersion"] != current["metadata"]["resourceVersion"]:
+            raise _ConflictError("Conflict", "Precondition failed: ResourceVersion in precondition does not match")
+        propagation = (body or {}).get("propagationPolicy") or request.query.get("propagationPolicy", "Background")
+        if propagation not in PROPAGATION_POLICIES:
+            raise _RefusedError(400, f'unsupported propagationPolicy "{propagation}"')
+        self._delete(plural, namespace or "", name, propagation)
+        await self._notify()
+        return web.json_response({"kind": "Status", "apiVersion": "v1", "status": "Success"})
 
     async def _admit(self, plural: str, operation: str, obj: Obj, old: Obj | None, *, dry_run: bool) -> Obj:
         """Run the admission chain: apply each mutating patch, stop at the first denial (nothing is stored)."""

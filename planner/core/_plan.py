@@ -170,7 +170,7 @@ def plan_ranks(
         if checked.pattern == "mixed":
             order = simulated_choice(search, network, checked, lambda o: _meets_ring_bounds(layout, o))
         else:
-            order = simulated_choice(search, network, checked, lambda o: True)
+            order = simulated_choice(search, network, checked, lambda _o: True)
     routes = None
     if checked.routing == "pinned":
         routes = pin_routes(network, pattern_steps(order, checked.pattern))

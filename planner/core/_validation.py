@@ -65,6 +65,13 @@ def _plan_ranks_iv(
     if isinstance(rng, bool) or (rng is not None and not isinstance(rng, int | np.integer | np.random.Generator)):
         raise InputError(f"rng: {rng!r}; pass an int seed, a numpy Generator or None")
     generator = np.random.default_rng(rng)
+    fixed = _fixed_ranks_iv(fixed_ranks, n, placement.master)
+    return CheckedArguments(pattern, routing, int(qps), generator, float(time_limit), fixed)  # type: ignore[arg-type]
+
+
+def _fixed_ranks_iv(fixed_ranks: Mapping[int, int] | None, n: int, master: int) -> dict[int, int]:
+    """`fixed_ranks` checked (server indexes and ranks in 0..n-1, one server per rank, rank 0 for the master),
+    with the master's rank 0 added."""
     fixed: dict[int, int] = {}
     for server, rank in (fixed_ranks or {}).items():
         if isinstance(server, bool) or not isinstance(server, int | np.integer) or not 0 <= server < n:
@@ -79,14 +86,12 @@ def _plan_ranks_iv(
                 f"fixed_ranks: servers {taken[rank]} and {server} both keep rank {rank}; give each rank to one server"
             )
         taken[rank] = server
-    if taken.get(0, placement.master) != placement.master:
+    if taken.get(0, master) != master:
         raise InputError(
             f"fixed_ranks: server {taken[0]} keeps rank 0, but rank 0 belongs to the master "
-            f"(server {placement.master}); leave rank 0 to the master"
+            f"(server {master}); leave rank 0 to the master"
         )
-    if placement.master in fixed and fixed[placement.master] != 0:
-        raise InputError(
-            f"fixed_ranks[{placement.master}]: the master must keep rank 0 (got {fixed[placement.master]})"
-        )
-    fixed[placement.master] = 0
-    return CheckedArguments(pattern, routing, int(qps), generator, float(time_limit), fixed)  # type: ignore[arg-type]
+    if master in fixed and fixed[master] != 0:
+        raise InputError(f"fixed_ranks[{master}]: the master must keep rank 0 (got {fixed[master]})")
+    fixed[master] = 0
+    return fixed

@@ -234,45 +234,56 @@ def parse_rank_table(text: str) -> RankTable:
             per_server = len(devices)
         elif len(devices) != per_server:
             raise RankTableError(f"{where}.device: has {len(devices)} devices, server_list[0] has {per_server}")
-        seen: set[int] = set()
-        for j, device in enumerate(devices):
-            dwhere = f"{where}.device[{j}]"
-            if not isinstance(device, dict):
-                raise RankTableError(f"{dwhere}: must be an object")
-            device_id = _expect_int_str(device.get("device_id"), f"{dwhere}.device_id")
-            if device_id in seen:
-                raise RankTableError(f"{dwhere}.device_id: device {device_id} appears twice on the server")
-            seen.add(device_id)
-            ip = _expect_str(device.get("device_ip"), f"{dwhere}.device_ip")
-            try:
-                ipaddress.ip_address(ip)
-            except ValueError:
-                raise RankTableError(f"{dwhere}.device_ip: {ip!r} is not an IP address") from None
-            if version == "1.2":
-                _expect_str(device.get("super_device_id"), f"{dwhere}.super_device_id")
-            ranks.append(_expect_int_str(device.get("rank_id"), f"{dwhere}.rank_id"))
+        ranks += _device_ranks(devices, where, version)
     if sorted(ranks) != list(range(len(ranks))):
         missing = sorted(set(range(len(ranks))) - set(ranks))[:5]
         raise RankTableError(
             f"rank_id: must be a permutation of 0..{len(ranks) - 1}; missing {missing} (a rank is repeated)"
         )
     if version == "1.2":
-        pods = data.get("super_pod_list")
-        if not isinstance(pods, list):
-            raise RankTableError("super_pod_list: version 1.2 needs a list of super-pods")
-        listed: list[str] = []
-        for i, pod in enumerate(pods):
-            if not isinstance(pod, dict) or not isinstance(pod.get("server_list"), list):
-                raise RankTableError(f"super_pod_list[{i}]: must be an object with a server_list")
-            _expect_str(pod.get("super_pod_id"), f"super_pod_list[{i}].super_pod_id")
-            for j, member in enumerate(pod["server_list"]):
-                if not isinstance(member, dict):
-                    raise RankTableError(f"super_pod_list[{i}].server_list[{j}]: must be an object")
-                listed.append(_expect_str(member.get("server_id"), f"super_pod_list[{i}].server_list[{j}].server_id"))
-        if sorted(listed) != sorted(server_ids):
-            raise RankTableError("super_pod_list: must list every server_id of server_list exactly once")
+        _check_super_pods(data.get("super_pod_list"), server_ids)
     table: RankTable = data  # type: ignore[assignment]
     return table
+
+
+def _device_ranks(devices: list[Any], where: str, version: str) -> list[int]:
+    """The rank ids of one server's devices, each device checked (unique id, an IP, super_device_id in 1.2)."""
+    ranks: list[int] = []
+    seen: set[int] = set()
+    for j, device in enumerate(devices):
+        dwhere = f"{where}.device[{j}]"
+        if not isinstance(device, dict):
+            raise RankTableError(f"{dwhere}: must be an object")
+        device_id = _expect_int_str(device.get("device_id"), f"{dwhere}.device_id")
+        if device_id in seen:
+            raise RankTableError(f"{dwhere}.device_id: device {device_id} appears twice on the server")
+        seen.add(device_id)
+        ip = _expect_str(device.get("device_ip"), f"{dwhere}.device_ip")
+        try:
+            ipaddress.ip_address(ip)
+        except ValueError:
+            raise RankTableError(f"{dwhere}.device_ip: {ip!r} is not an IP address") from None
+        if version == "1.2":
+            _expect_str(device.get("super_device_id"), f"{dwhere}.super_device_id")
+        ranks.append(_expect_int_str(device.get("rank_id"), f"{dwhere}.rank_id"))
+    return ranks
+
+
+def _check_super_pods(pods: Any, server_ids: Sequence[str]) -> None:
+    """A 1.2 table's super_pod_list lists every server exactly once."""
+    if not isinstance(pods, list):
+        raise RankTableError("super_pod_list: version 1.2 needs a list of super-pods")
+    listed: list[str] = []
+    for i, pod in enumerate(pods):
+        if not isinstance(pod, dict) or not isinstance(pod.get("server_list"), list):
+            raise RankTableError(f"super_pod_list[{i}]: must be an object with a server_list")
+        _expect_str(pod.get("super_pod_id"), f"super_pod_list[{i}].super_pod_id")
+        for j, member in enumerate(pod["server_list"]):
+            if not isinstance(member, dict):
+                raise RankTableError(f"super_pod_list[{i}].server_list[{j}]: must be an object")
+            listed.append(_expect_str(member.get("server_id"), f"super_pod_list[{i}].server_list[{j}].server_id"))
+    if sorted(listed) != sorted(server_ids):
+        raise RankTableError("super_pod_list: must list every server_id of server_list exactly once")
 
 
 def ranks_of(order: Sequence[int]) -> tuple[int, ...]:

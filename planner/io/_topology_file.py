@@ -207,24 +207,29 @@ def load_topology_file(text: str) -> Topology:
         if not isinstance(servers, list) or not servers:
             raise TopologyError(f"{where}.servers: expected a non-empty list of node names")
         for j, server in enumerate(servers):
-            swhere = f"{where}.servers[{j}]"
-            if isinstance(server, Mapping):
-                node, slot = server.get("name"), server.get("slot", j)
-                extra = set(server) - {"name", "slot"}
-                if extra:
-                    raise TopologyError(f"{swhere}.{sorted(extra)[0]}: unknown field (known: name, slot)")
-            else:
-                node, slot = server, j
-            if not isinstance(node, str | int) or str(node) == "":
-                raise TopologyError(f"{swhere}: expected a node name or {{name, slot}}")
-            node = str(node)
-            if node in paths:
-                raise TopologyError(f"{swhere}: node {node} is already on {paths[node][0]}; list it once")
-            if not isinstance(slot, int) or isinstance(slot, bool) or slot < 0:
-                raise TopologyError(f"{swhere}.slot: must be a non-negative integer, got {slot!r}")
+            node, slot = _leaf_server(server, j, f"{where}.servers[{j}]", paths)
             paths[node] = path
             slots[node] = slot
     return validated_topology(paths, slots, fabric=fabric, source="file")
+
+
+def _leaf_server(server: Any, index: int, where: str, paths: Mapping[str, tuple[str, ...]]) -> tuple[str, int]:
+    """A leaf's server entry (a node name, or `{name, slot}`; the slot defaults to the position) as (node, slot)."""
+    if isinstance(server, Mapping):
+        node, slot = server.get("name"), server.get("slot", index)
+        extra = set(server) - {"name", "slot"}
+        if extra:
+            raise TopologyError(f"{where}.{sorted(extra)[0]}: unknown field (known: name, slot)")
+    else:
+        node, slot = server, index
+    if not isinstance(node, str | int) or str(node) == "":
+        raise TopologyError(f"{where}: expected a node name or {{name, slot}}")
+    node = str(node)
+    if node in paths:
+        raise TopologyError(f"{where}: node {node} is already on {paths[node][0]}; list it once")
+    if not isinstance(slot, int) or isinstance(slot, bool) or slot < 0:
+        raise TopologyError(f"{where}.slot: must be a non-negative integer, got {slot!r}")
+    return node, slot
 
 
 def _fabric_to_mapping(fabric: Fabric) -> dict[str, Any]:

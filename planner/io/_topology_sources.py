@@ -181,8 +181,38 @@ def topology_from_hypernodes(
     inside some HyperNode are in the topology. A root HyperNode holding everything is the top switch layer and is
     not listed as a tier.
     """
-    node_list = _node_objects(nodes)
-    node_labels = dict(node_list)
+    node_labels = dict(_node_objects(nodes))
+    objects = _hypernode_objects(hypernodes)
+    node_parent: dict[str, str] = {}
+    hyper_parent: dict[str, str] = {}
+    for name in sorted(objects, key=natural_key):
+        for i, member in enumerate(objects[name][1]):
+            where = f"HyperNode {name}: spec.members[{i}]"
+            member_type, matched = _hypernode_members(where, member, objects, node_labels)
+            parents = node_parent if member_type == "Node" else hyper_parent
+            for child in matched:
+                if member_type == "HyperNode" and child == name:
+                    raise TopologyError(f"{where}: HyperNode {name} lists itself as a member")
+                previous = parents.setdefault(child, name)
+                if previous != name:
+                    raise TopologyError(
+                        f"{member_type} {child}: member of both HyperNode {previous} and {name}; "
+                        "a member belongs to one HyperNode (fix the selectors)"
+                    )
+    _check_hypernode_tree(objects, hyper_parent)
+    if not node_parent:
+        raise TopologyError("hypernodes: no HyperNode has Node members matching the given nodes")
+    paths: dict[str, tuple[str, ...]] = {}
+    for node, leaf in node_parent.items():
+        chain = [leaf]
+        while chain[-1] in hyper_parent:
+            chain.append(hyper_parent[chain[-1]])
+        paths[node] = tuple(chain)
+    return validated_topology(paths, fabric=fabric, source="hypernodes", drop_single_top=True)
+
+
+def _hypernode_objects(hypernodes: Iterable[Mapping[str, Any]]) -> dict[str, tuple[int, list[Mapping[str, Any]]]]:
+    """Each HyperNode's tier and members by name, checked."""
     objects: dict[str, tuple[int, list[Mapping[str, Any]]]] = {}
     for position, hypernode in enumerate(hypernodes):
         if not isinstance(hypernode, Mapping):
@@ -205,51 +235,47 @@ def topology_from_hypernodes(
         objects[name] = (tier, members)
     if not objects:
         raise TopologyError("hypernodes: no HyperNode objects given; pass kubectl get hypernodes -o yaml")
+    return objects
 
-    node_parent: dict[str, str] = {}
-    hyper_parent: dict[str, str] = {}
-    for name in sorted(objects, key=natural_key):
-        tier, members = objects[name]
-        for i, member in enumerate(members):
-            where = f"HyperNode {name}: spec.members[{i}]"
-            if not isinstance(member, Mapping):
-                raise TopologyError(f"{where}: expected a mapping with type and selector")
-            member_type = member.get("type")
-            if member_type not in ("Node", "HyperNode"):
-                raise TopologyError(f"{where}.type: must be Node or HyperNode, got {member_type!r}")
-            selector = member.get("selector") or {}
-            given = [k for k in ("exactMatch", "regexMatch", "labelMatch") if selector.get(k) is not None]
-            if len(given) != 1:
-                raise TopologyError(f"{where}.selector: give exactly one of exactMatch, regexMatch, labelMatch")
-            how = given[0]
-            body = selector[how]
-            candidates = list(node_labels) if member_type == "Node" else list(objects)
-            if how == "exactMatch":
-                target = str(body.get("name") or "")
-                if not target:
-                    raise TopologyError(f"{where}.selector.exactMatch.name: required")
-                if member_type == "HyperNode" and target not in objects:
-                    raise TopologyError(
-                        f"{where}.selector.exactMatch.name: no HyperNode named {target}; pass every HyperNode"
-                    )
-                matched = [target]
-            elif how == "regexMatch":
-                pattern = _compile(str(body.get("pattern") or ""), f"{where}.selector.regexMatch.pattern")
-                matched = [c for c in candidates if pattern.search(c)]
-            else:
-                if member_type != "Node":
-                    raise TopologyError(f"{where}.selector.labelMatch: only takes effect for members of type Node")
-                matched = [c for c in candidates if _selector_matches_labels(body, node_labels[c])]
-            parents = node_parent if member_type == "Node" else hyper_parent
-            for child in matched:
-                if member_type == "HyperNode" and child == name:
-                    raise TopologyError(f"{where}: HyperNode {name} lists itself as a member")
-                previous = parents.setdefault(child, name)
-                if previous != name:
-                    raise TopologyError(
-                        f"{member_type} {child}: member of both HyperNode {previous} and {name}; "
-                        "a member belongs to one HyperNode (fix the selectors)"
-                    )
+
+def _hypernode_members(
+    where: str,
+    member: Any,
+    objects: Mapping[str, tuple[int, list[Mapping[str, Any]]]],
+    node_labels: Mapping[str, Mapping[str, str]],
+) -> tuple[str, list[str]]:
+    """A member's type (Node or HyperNode) and the names its selector matches."""
+    if not isinstance(member, Mapping):
+        raise TopologyError(f"{where}: expected a mapping with type and selector")
+    member_type = member.get("type")
+    if member_type not in ("Node", "HyperNode"):
+        raise TopologyError(f"{where}.type: must be Node or HyperNode, got {member_type!r}")
+    selector = member.get("selector") or {}
+    given = [k for k in ("exactMatch", "regexMatch", "labelMatch") if selector.get(k) is not None]
+    if len(given) != 1:
+        raise TopologyError(f"{where}.selector: give exactly one of exactMatch, regexMatch, labelMatch")
+    how = given[0]
+    body = selector[how]
+    candidates = list(node_labels) if member_type == "Node" else list(objects)
+    if how == "exactMatch":
+        target = str(body.get("name") or "")
+        if not target:
+            raise TopologyError(f"{where}.selector.exactMatch.name: required")
+        if member_type == "HyperNode" and target not in objects:
+            raise TopologyError(f"{where}.selector.exactMatch.name: no HyperNode named {target}; pass every HyperNode")
+        return member_type, [target]
+    if how == "regexMatch":
+        pattern = _compile(str(body.get("pattern") or ""), f"{where}.selector.regexMatch.pattern")
+        return member_type, [c for c in candidates if pattern.search(c)]
+    if member_type != "Node":
+        raise TopologyError(f"{where}.selector.labelMatch: only takes effect for members of type Node")
+    return member_type, [c for c in candidates if _selector_matches_labels(body, node_labels[c])]
+
+
+def _check_hypernode_tree(
+    objects: Mapping[str, tuple[int, list[Mapping[str, Any]]]], hyper_parent: Mapping[str, str]
+) -> None:
+    """HyperNodes contain no cycle, and each sits on a higher tier than its HyperNode members."""
     for start in sorted(hyper_parent, key=natural_key):
         seen = [start]
         current = start
@@ -265,15 +291,6 @@ def topology_from_hypernodes(
                 f"HyperNode {parent}: spec.tier {objects[parent][0]} must be above the tier {objects[child][0]} "
                 f"of its member {child}"
             )
-    if not node_parent:
-        raise TopologyError("hypernodes: no HyperNode has Node members matching the given nodes")
-    paths: dict[str, tuple[str, ...]] = {}
-    for node, leaf in node_parent.items():
-        chain = [leaf]
-        while chain[-1] in hyper_parent:
-            chain.append(hyper_parent[chain[-1]])
-        paths[node] = tuple(chain)
-    return validated_topology(paths, fabric=fabric, source="hypernodes", drop_single_top=True)
 
 
 # -- MindCluster basic-tor-node-cm ----------------------------------------------------------------------------

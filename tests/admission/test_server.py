@@ -154,7 +154,7 @@ async def test_bodies_over_7_mib_are_413(service: Service) -> None:
     assert str(MAX_BODY_BYTES) in answer["message"]
 
 
-async def test_health_readiness_and_metrics(service: Service, documented_job: dict[str, Any]) -> None:
+async def test_health_readiness_and_metrics(service: Service) -> None:
     assert await service.get("/healthz") == (200, "ok")
     assert await service.get("/readyz") == (200, "ok")
     await service.post("/jobs/validate", review(load_example("rejected-two-nodes.yaml")))
@@ -184,7 +184,7 @@ async def test_a_bug_in_policy_denies_cleanly_and_a_bug_in_mutation_admits_unpat
 ) -> None:
     from webhook.admission import server
 
-    def broken(*args: Any, **kwargs: Any) -> Any:
+    def broken(*_args: Any, **_kwargs: Any) -> Any:
         raise RuntimeError("bug")
 
     monkeypatch.setattr(server, "validate", broken)

@@ -244,8 +244,7 @@ def test_topology_generate_writes_a_file_and_matching_nodes(tmp_path: Path) -> N
     assert dict(topology_from_nodes(nodes).paths) == dict(topology.paths)
 
 
-def test_simulate_plot_writes_a_png(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    pytest.importorskip("matplotlib")
+def test_simulate_plot_writes_a_png(tmp_path: Path) -> None:
     png = tmp_path / "loads.png"
     argv = ["simulate", "--pods", str(PODS), "--nodes", str(NODES), "--seeds", "2", "--plot", str(png)]
     assert main(argv) == 0

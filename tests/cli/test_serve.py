@@ -73,8 +73,9 @@ def test_bad_flags_are_one_line_errors(tmp_path: Path, capsys: pytest.CaptureFix
     ]
 
 
+@pytest.mark.usefixtures("no_cluster")
 async def test_serve_answers_admission_without_an_api_server_and_stops(
-    tls_material: Path, client_ssl: ssl.SSLContext, no_cluster: dict[str, str]
+    tls_material: Path, client_ssl: ssl.SSLContext
 ) -> None:
     port = free_port()
     options = ServeOptions(

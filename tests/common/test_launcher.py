@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import time
 from pathlib import Path
@@ -12,10 +11,14 @@ from typing import Any
 
 import pytest
 
+from tests.support.tools import require_tool
 from webhook.common.launcher import LAUNCHER_TIMEOUT_PLACEHOLDER, launcher_script
 
-DASH = shutil.which("dash")
-pytestmark = pytest.mark.skipif(DASH is None, reason="dash is not installed (apt-get install dash)")
+
+def dash() -> str:
+    """Debian's POSIX sh, stricter than bash: what the launcher must run under."""
+    return require_tool("dash", "apt-get install dash")
+
 
 ENV_DUMP = 'echo "NODE_RANK=$NODE_RANK RANK_AFTER_ACC=$RANK_AFTER_ACC MASTER_ADDR=$MASTER_ADDR '
 ENV_DUMP += 'WORLD_SIZE=$WORLD_SIZE RANK_TABLE_FILE=$RANK_TABLE_FILE ARGS=$*"'
@@ -49,9 +52,8 @@ def run_launcher(
     if pod is not None:
         env["POD_NAME"] = pod
     env.update(extra_env or {})
-    assert DASH is not None
     return subprocess.run(
-        [DASH, str(mount / "ringroute-launcher.sh"), "--", "sh", "-c", ENV_DUMP, "cmd", "a b", "c"],
+        [dash(), str(mount / "ringroute-launcher.sh"), "--", "sh", "-c", ENV_DUMP, "cmd", "a b", "c"],
         env=env,
         capture_output=True,
         text=True,
@@ -117,9 +119,8 @@ def test_table_completed_during_the_wait_releases_the_launcher(tmp_path: Path) -
         "RINGROUTE_LAUNCHER_TIMEOUT": "20",
         "RINGROUTE_LAUNCHER_POLL": "1",
     }
-    assert DASH is not None
     process = subprocess.Popen(
-        [DASH, str(tmp_path / "ringroute-launcher.sh"), "--", "sh", "-c", ENV_DUMP, "cmd"],
+        [dash(), str(tmp_path / "ringroute-launcher.sh"), "--", "sh", "-c", ENV_DUMP, "cmd"],
         env=env,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -173,6 +174,5 @@ def test_launcher_has_its_timeout_default_filled_in_and_uses_no_bashisms() -> No
     assert script.startswith("#!/bin/sh\n")
     for bashism in ("[[ ", "function ", "local ", "$'", "<<<", "pipefail", "${!"):
         assert bashism not in script
-    assert DASH is not None
-    check = subprocess.run([DASH, "-n"], input=script, capture_output=True, text=True, check=False)
+    check = subprocess.run([dash(), "-n"], input=script, capture_output=True, text=True, check=False)
     assert check.returncode == 0, check.stderr

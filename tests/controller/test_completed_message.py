@@ -22,7 +22,7 @@ def test_completed_message_names_the_planned_collective_and_no_nan(pattern: Patt
     nodes = [names[i] for i in (0, 5, 10, 15, 3, 6, 9, 12)]  # scattered over all four leaves
     placement = worker_placement("job", nodes)
     result = plan_ranks(placement, topology, pattern, "ecmp", rng=0, time_limit=1.0)
-    message = _completed_message(placement, result, 12.0, True, None)
+    message = _completed_message(placement, result, 12.0, True)
     assert "nan" not in message
     for text in expected:
         assert text in message
@@ -32,5 +32,5 @@ def test_completed_message_names_the_planned_collective_and_no_nan(pattern: Patt
 
 def test_completed_message_without_a_plan_says_why() -> None:
     placement = worker_placement("job", ["a", "b", "c"])
-    message = _completed_message(placement, None, 3.0, False, None)
+    message = _completed_message(placement, None, 3.0, False)
     assert message == "3 servers, 24 devices; ranks in pod-index order (route planning not requested); 3 ms"

@@ -22,7 +22,7 @@ async def place_all(h: Harness, job: Obj, nodes: list[str], *, order: list[int] 
         await h.server.apply("pods", make_pod(job, index, nodes[index]))
 
 
-def assert_complete_table(h: Harness, job: str, pods: int, devices: int = 8) -> dict[str, Any]:
+async def assert_complete_table(h: Harness, job: str, pods: int, devices: int = 8) -> dict[str, Any]:
     data = h.data(job)
     table = parse_rank_table(data["jobstart_hccl.json"])
     assert table["status"] == "completed"
@@ -54,14 +54,15 @@ async def test_pods_arriving_in_random_order_complete_the_table_once(pods: int) 
                 await asyncio.sleep(0.01)
         await h.wait_status("train", "completed", timeout_s=20)
         await h.settle()
-        table = assert_complete_table(h, "train", pods)
+        table = await assert_complete_table(h, "train", pods)
         cm_writes = h.server.writes("configmaps")
         completed_writes = [w for w in cm_writes if w.method == "PUT"]
         assert len(completed_writes) <= 2, "at most adoption + the one completed update"
         assert not h.events("RankTableFailed"), [e["message"] for e in h.events("RankTableFailed")]
         report = json.loads(h.data("train")["ringroute-plan.json"])
         assert report["servers"] == pods
-        assert h.events("RankTableCompleted")[0]["message"].startswith(f"{pods} servers, {pods * 8} devices")
+        completed = await h.wait_events("RankTableCompleted")
+        assert completed[0]["message"].startswith(f"{pods} servers, {pods * 8} devices")
         assert table["server_list"][0]["container_ip"] == "172.16.0.1"
         owner = h.configmap("train")["metadata"]["ownerReferences"]  # type: ignore[index]
         assert owner[0]["uid"] == job["metadata"]["uid"]
@@ -82,7 +83,7 @@ async def test_late_device_annotations_keep_the_table_initializing_with_a_pendin
         assert "late-worker-2" in pending[-1]["message"]
         await h.server.apply("pods", make_pod(job, 2, nodes[2]))
         await h.wait_status("late", "completed")
-        assert_complete_table(h, "late", 4)
+        await assert_complete_table(h, "late", 4)
 
 
 async def test_minus_one_device_ips_are_never_written() -> None:
@@ -98,7 +99,7 @@ async def test_minus_one_device_ips_are_never_written() -> None:
         assert any("bad-ip-worker-1" in e["message"] for e in h.events("RankTablePending"))
         await h.server.apply("pods", make_pod(job, 1, "npu-8"))
         await h.wait_status("bad-ip", "completed")
-        assert_complete_table(h, "bad-ip", 3)
+        await assert_complete_table(h, "bad-ip", 3)
 
 
 async def test_pod_deleted_resets_at_once_and_its_replacement_takes_the_freed_rank() -> None:
@@ -206,7 +207,7 @@ async def test_user_made_configmap_is_adopted_and_gets_the_launcher() -> None:
         await h.wait_status("mine", "completed")
         assert h.ranks("mine") == {"mine-worker-0": 0, "mine-worker-1": 1, "mine-worker-2": 2}
         assert "ringroute-plan.json" not in h.data("mine"), "no route planning was asked for"
-        assert "pod-index order" in h.events("RankTableCompleted")[-1]["message"]
+        assert "pod-index order" in (await h.wait_events("RankTableCompleted"))[-1]["message"]
 
 
 async def test_job_deleted_takes_its_configmap_and_orphans_of_never_created_jobs_are_deleted() -> None:
@@ -250,7 +251,7 @@ async def test_api_conflicts_errors_and_timeouts_are_retried_until_the_table_com
         ]
         await place_all(h, job, ["npu-0", "npu-8", "npu-16"])
         await h.wait_status("flaky", "completed", timeout_s=15)
-        assert_complete_table(h, "flaky", 3)
+        await assert_complete_table(h, "flaky", 3)
         assert h.metrics.api_errors.labels("update configmaps", "500")._value.get() >= 1
         assert h.metrics.api_errors.labels("update configmaps", "409")._value.get() >= 1
 

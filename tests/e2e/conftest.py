@@ -9,7 +9,7 @@ import pytest
 KUBECONFIG = os.environ.get("RINGROUTE_E2E_KUBECONFIG")
 
 
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     if KUBECONFIG:
         return
     skip = pytest.mark.skip(reason="set RINGROUTE_E2E_KUBECONFIG to the kubeconfig of a test cluster")

@@ -166,30 +166,73 @@ async def test_a_crashed_leader_is_replaced_after_the_lease_expires_and_only_the
         await b.shutdown()
 
 
+class Clock:
+    """A monotonic clock the test moves by hand."""
+
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def elector(repo: KubeRepository, identity: str, clock: Clock) -> LeaderElector:
+    return LeaderElector(
+        repo,
+        Metrics(),
+        name="l",
+        namespace=NS,
+        identity=identity,
+        lease_duration_s=1.0,
+        renew_deadline_s=0.6,
+        retry_period_s=0.1,
+        clock=clock,
+    )
+
+
 async def test_the_write_fence_closes_when_renewal_stops() -> None:
-    now = [100.0]
-    async with FakeApiServer() as server:
-        api = server.client()
-        elector = LeaderElector(
-            KubeRepository(api, Metrics()),
-            Metrics(),
-            name="l",
-            namespace=NS,
-            identity="me",
-            lease_duration_s=1.0,
-            renew_deadline_s=0.6,
-            retry_period_s=0.1,
-            clock=lambda: now[0],
-        )
-        assert not elector.is_leader()
-        assert await elector._try_acquire_or_renew()
-        elector._set_leading(True)
-        assert elector.is_leader()
-        now[0] += 0.59
-        assert elector.is_leader()
-        now[0] += 0.02
-        assert not elector.is_leader(), "no write once the renew deadline passed without a renewal"
-        await api.close()
+    clock = Clock()
+    async with FakeApiServer() as server, server.repository() as repo:
+        me = elector(repo, "me", clock)
+        assert not me.is_leader()
+        assert await me._try_acquire_or_renew()
+        me._set_leading(True)
+        assert me.is_leader()
+        clock.now += 0.59
+        assert me.is_leader()
+        clock.now += 0.02
+        assert not me.is_leader(), "no write once the renew deadline passed without a renewal"
+
+
+async def test_a_follower_takes_the_lease_only_a_full_duration_after_the_record_last_changed() -> None:
+    clock = Clock()
+    async with FakeApiServer() as server, server.repository() as repo:
+        leader, follower = elector(repo, "a", clock), elector(repo, "b", clock)
+        assert await leader._try_acquire_or_renew()
+        assert not await follower._try_acquire_or_renew(), "held by a"
+        clock.now += 0.5
+        assert await leader._try_acquire_or_renew(), "a renews"
+        clock.now += 0.6
+        assert not await follower._try_acquire_or_renew(), "b saw the renewal only now: the wait starts again"
+        clock.now += 0.9
+        assert not await follower._try_acquire_or_renew()
+        clock.now += 0.2
+        assert await follower._try_acquire_or_renew(), "a full lease duration without a change: b takes over"
+        lease = server.get("leases", NS, "l")
+        assert lease is not None
+        assert lease["spec"]["holderIdentity"] == "b"
+        assert lease["spec"]["leaseTransitions"] == 1
+        assert not await leader._try_acquire_or_renew(), "a, back from a pause, finds b holding it"
+
+
+async def test_a_released_lease_is_taken_at_once() -> None:
+    clock = Clock()
+    async with FakeApiServer() as server, server.repository() as repo:
+        leader, follower = elector(repo, "a", clock), elector(repo, "b", clock)
+        assert await leader._try_acquire_or_renew()
+        assert not await follower._try_acquire_or_renew()
+        await leader.release()
+        assert await follower._try_acquire_or_renew(), "no holder: no wait"
 
 
 async def test_reconcile_that_loses_the_lease_while_planning_writes_nothing() -> None:

@@ -3,7 +3,6 @@ renderer the tests use agrees with kubectl's kustomize."""
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -15,6 +14,7 @@ import yaml
 
 from certs import service_dns_names
 from tests.support.kustomize import VARIANTS, KustomizeError, one, render, strategic_merge
+from tests.support.tools import require_tool
 
 KUBERNETES_VERSIONS = ("1.28.0", kubernetes_validate.latest_version())
 
@@ -130,11 +130,11 @@ def test_the_renderer_refuses_kustomize_features_it_does_not_implement(tmp_path:
         render(tmp_path)
 
 
-@pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl is not installed on this machine")
 @pytest.mark.parametrize("name", sorted(VARIANTS))
 def test_renderer_agrees_with_kubectl_kustomize(name: str, renders: dict[str, list[dict[str, Any]]]) -> None:
+    kubectl = require_tool("kubectl", "Debian package kubectl, or a Kubernetes release binary")
     result = subprocess.run(
-        ["kubectl", "kustomize", str(VARIANTS[name])], capture_output=True, text=True, check=True, timeout=60
+        [kubectl, "kustomize", str(VARIANTS[name])], capture_output=True, text=True, check=True, timeout=60
     )
     by_kubectl = [d for d in yaml.safe_load_all(result.stdout) if d]
 

@@ -69,6 +69,15 @@ class Harness:
             await asyncio.sleep(0.02)
         raise AssertionError(f"job {job}: status {self.status(job)!r}, expected {status!r} within {timeout_s}s")
 
+    async def wait_events(self, reason: str, kind: str = "Job", timeout_s: float = 10.0) -> list[dict[str, Any]]:
+        """The Events of `reason` once there is one (the controller posts them after the write they report)."""
+        deadline = asyncio.get_running_loop().time() + timeout_s
+        while not (found := self.events(reason, kind)):
+            if asyncio.get_running_loop().time() > deadline:
+                raise AssertionError(f"no {reason} Event on a {kind} within {timeout_s}s")
+            await asyncio.sleep(0.02)
+        return found
+
     async def settle(self, seconds: float = 0.3) -> None:
         """Let the controller catch up (debounce + a reconcile) and the queue drain."""
         await asyncio.sleep(seconds)

@@ -194,17 +194,17 @@ class AdmissionHandlers:
             return response, "patched"
         return response, "allowed"
 
-    async def healthz(self, request: web.Request) -> web.Response:
+    async def healthz(self, _request: web.Request) -> web.Response:
         """GET /healthz: the process answers."""
         return web.Response(text="ok")
 
-    async def readyz(self, request: web.Request) -> web.Response:
+    async def readyz(self, _request: web.Request) -> web.Response:
         """GET /readyz: ready only with a loaded serving certificate."""
         if self.certificates is None or not self.certificates.loaded:
             return web.Response(status=503, text="no serving certificate loaded")
         return web.Response(text="ok")
 
-    async def metrics_page(self, request: web.Request) -> web.Response:
+    async def metrics_page(self, _request: web.Request) -> web.Response:
         """GET /metrics: Prometheus text format."""
         return web.Response(body=generate_latest(self.metrics.registry), headers={"Content-Type": CONTENT_TYPE_LATEST})
 

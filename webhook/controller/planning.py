@@ -211,7 +211,7 @@ def plan_table(
         payload.data,
         payload.binary_data,
         payload.sha256,
-        _completed_message(placement, result, planning_ms, route_plan, route_problem),
+        _completed_message(placement, result, planning_ms, route_plan),
         result is not None,
         planning_ms,
         route_problem,
@@ -230,9 +230,7 @@ def _fill_order(placement: Placement, fixed: Mapping[int, int]) -> tuple[int, ..
     return tuple(i if i is not None else next(rest) for i in order)
 
 
-def _completed_message(
-    placement: Placement, result: PlanResult | None, planning_ms: float, route_plan: bool, problem: str | None
-) -> str:
+def _completed_message(placement: Placement, result: PlanResult | None, planning_ms: float, route_plan: bool) -> str:
     servers = len(placement.servers)
     devices = servers * placement.devices_per_server
     head = f"{servers} servers, {devices} devices"

@@ -136,7 +136,7 @@ class Controller:
 
     # -- event handlers --------------------------------------------------------------------------------------
 
-    def _on_job(self, event_type: str, job: Obj, old: Obj | None) -> None:
+    def _on_job(self, event_type: str, job: Obj, _old: Obj | None) -> None:
         key = object_key(job)
         if event_type == "DELETED":
             self._memory.pop(key, None)
@@ -171,7 +171,7 @@ class Controller:
         if job_key is not None and job_key in self.jobs.store:
             self.queue.add(job_key)
 
-    def _on_topology(self, event_type: str, obj: Obj, old: Obj | None) -> None:
+    def _on_topology(self, _event_type: str, _obj: Obj, _old: Obj | None) -> None:
         # Jobs still waiting may be waiting for topology labels; completed tables are not re-planned.
         for job_key in self.jobs.store:
             if job_key in self._memory and self._memory[job_key].failed_message:
@@ -191,12 +191,12 @@ class Controller:
                         self.hypernodes = Informer(self.repo, HYPERNODES, self._on_topology)
                         informers.insert(0, self.hypernodes)
                 except KubeError as exc:
-                    log.warning("event=hypernode-discovery-failed error=%s detail=using node labels", exc)
+                    log.warning("event=hypernode_discovery_failed error=%s detail=using node labels", exc)
             for informer in informers:
                 tasks.append(asyncio.create_task(informer.run(), name=f"informer-{informer.kind.plural}"))
             await asyncio.gather(*(i.synced.wait() for i in informers))
             log.info(
-                "event=caches-synced jobs=%d pods=%d nodes=%d",
+                "event=caches_synced jobs=%d pods=%d nodes=%d",
                 len(self.jobs.store),
                 len(self.pods.store),
                 len(self.nodes.store),
@@ -226,14 +226,14 @@ class Controller:
             except asyncio.CancelledError:
                 raise
             except ConflictError as exc:
-                log.info("event=reconcile-conflict job=%s detail=%s", key, exc)
+                log.info("event=reconcile_conflict job=%s detail=%s", key, exc)
                 retry = 0.0
             except KubeError as exc:
                 retry = self._backoff(key)
-                log.warning("event=reconcile-failed job=%s error=%s retry_s=%.2f", key, exc, retry)
+                log.warning("event=reconcile_failed job=%s error=%s retry_s=%.2f", key, exc, retry)
             except Exception:
                 retry = self._backoff(key)
-                log.exception("event=reconcile-crashed job=%s retry_s=%.2f", key, retry)
+                log.exception("event=reconcile_crashed job=%s retry_s=%.2f", key, retry)
             else:
                 if key in self._memory:
                     self._memory[key].failures = 0
@@ -268,7 +268,7 @@ class Controller:
                 raise
             except Exception:
                 retry = self._create_backoff(key)
-                log.exception("event=configmap-create-crashed job=%s retry_s=%.2f", key, retry)
+                log.exception("event=configmap_create_crashed job=%s retry_s=%.2f", key, retry)
             finally:
                 self.creations.done(key)
             if retry is not None:
@@ -302,12 +302,12 @@ class Controller:
         except KubeError as exc:
             self.metrics.configmap_creates.labels("error").inc()
             retry = self._create_backoff(key)
-            log.warning("event=configmap-create-failed job=%s error=%s retry_s=%.2f", key, exc, retry)
+            log.warning("event=configmap_create_failed job=%s error=%s retry_s=%.2f", key, exc, retry)
             return retry
         self._create_failures.pop(key, None)
         self.configmaps.store[object_key(written)] = written
         self.metrics.configmap_creates.labels("created").inc()
-        log.info("event=configmap-created job=%s configmap=%s", key, object_key(written))
+        log.info("event=configmap_created job=%s configmap=%s", key, object_key(written))
         return None
 
     # -- reconcile -------------------------------------------------------------------------------------------
@@ -417,7 +417,7 @@ class Controller:
         memory.pending_message = ""
         self.metrics.plans.labels("routed" if planned.routed else "pod-index").inc()
         log.info(
-            "event=rank-table-completed job=%s servers=%d routed=%s planning_ms=%.1f",
+            "event=rank_table_completed job=%s servers=%d routed=%s planning_ms=%.1f",
             key,
             len(placement.servers),
             planned.routed,
@@ -513,7 +513,7 @@ class Controller:
         )
         if status == "completed":
             self.metrics.plans.labels("reset").inc()
-            log.info("event=rank-table-reset job=%s detail=pods changed", object_key(job))
+            log.info("event=rank_table_reset job=%s detail=pods changed", object_key(job))
         return written
 
     async def _write(
@@ -571,7 +571,7 @@ class Controller:
             try:
                 await self.sweep_orphans()
             except KubeError as exc:
-                log.warning("event=orphan-sweep-failed error=%s", exc)
+                log.warning("event=orphan_sweep_failed error=%s", exc)
 
     async def sweep_orphans(self) -> int:
         """Delete ConfigMaps ringroute created for jobs that never got created (older than the grace period)."""
@@ -591,7 +591,7 @@ class Controller:
                 resource_version=meta.get("resourceVersion"),
             ):
                 deleted += 1
-                log.info("event=orphan-deleted configmap=%s detail=its job was never created", key)
+                log.info("event=orphan_deleted configmap=%s detail=its job was never created", key)
             self.configmaps.store.pop(key, None)
         return deleted
 

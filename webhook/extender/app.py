@@ -278,7 +278,7 @@ def _plan_logger(metrics: Metrics) -> Callable[[TaskView, JobPlan | None], None]
     return on_plan
 
 
-async def _healthz(request: web.Request) -> web.Response:
+async def _healthz(_request: web.Request) -> web.Response:
     return web.Response(text="ok")
 
 

@@ -251,7 +251,7 @@ def predicate_passes(release: Release, body: bytes, *, ignorable: bool) -> bool:
 # ---------------------------------------------------------------------------------------------------- plugins
 
 
-def plugin_scores(node: SimNode, job: SimJob, release: Release) -> float:
+def plugin_scores(node: SimNode, release: Release) -> float:
     """What `nodeorder` and `binpack` add at their default weights (Volcano's Helm chart enables both): the
     scores the extender's must outweigh. Image locality counts when the node already holds the training image."""
     images = ((volcano.TRAINING_IMAGE.size_bytes, 1),) if node.has_image else ()
@@ -354,7 +354,7 @@ class VolcanoAllocate:
             feasible = self._predicate_nodes(job, task, failed)
             if not feasible:
                 break
-            node = feasible[0] if len(feasible) == 1 else self._best(job, task, feasible)
+            node = feasible[0] if len(feasible) == 1 else self._best(task, feasible)
             placed = dict(task, NodeName=node.name, Status=TASK_ALLOCATED)
             node.tasks[task["UID"]] = placed
             allocated.append((placed, node))
@@ -400,8 +400,8 @@ class VolcanoAllocate:
         self.last_index = (self.last_index + processed) % total
         return found
 
-    def _best(self, job: SimJob, task: dict[str, Any], nodes: Sequence[SimNode]) -> SimNode:
-        scores = {n.name: plugin_scores(n, job, self.config.release) for n in nodes}
+    def _best(self, task: dict[str, Any], nodes: Sequence[SimNode]) -> SimNode:
+        scores = {n.name: plugin_scores(n, self.config.release) for n in nodes}
         if self.service is not None:
             self.calls.prioritize += 1
             answer, _ = self.service.prioritize(orjson.dumps({"task": task, "nodes": [node_info(n) for n in nodes]}))

@@ -117,7 +117,7 @@ async def connect(kubeconfig: str | None) -> ApiClient | None:
         if Path(candidate).is_file():  # noqa: ASYNC240 (start-up, once)
             await config.load_kube_config(config_file=candidate, client_configuration=configuration)
             return ApiClient(configuration)
-    log.warning("event=no-api-server detail=%s", "no in-cluster config, $KUBECONFIG or ~/.kube/config found")
+    log.warning("event=no_api_server detail=%s", "no in-cluster config, $KUBECONFIG or ~/.kube/config found")
     return None
 
 

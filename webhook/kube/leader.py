@@ -71,7 +71,7 @@ class LeaderElector:
                 await sleep_or_stop(stop, self.retry_period_s * random.uniform(1.0, 1.2))
                 continue
             self._set_leading(True)
-            log.info("event=leader-acquired lease=%s/%s identity=%s", self.namespace, self.name, self.identity)
+            log.info("event=leader_acquired lease=%s/%s identity=%s", self.namespace, self.name, self.identity)
             task = asyncio.create_task(_run_lead(lead), name="ringroute-leading")
             try:
                 await self._renew_until_lost(task, stop)
@@ -82,7 +82,7 @@ class LeaderElector:
                     await task
             if stop.is_set():
                 break
-            log.warning("event=leader-lost lease=%s/%s identity=%s", self.namespace, self.name, self.identity)
+            log.warning("event=leader_lost lease=%s/%s identity=%s", self.namespace, self.name, self.identity)
         await self.release()
 
     async def _renew_until_lost(self, task: asyncio.Task[None], stop: asyncio.Event) -> None:
@@ -114,7 +114,7 @@ class LeaderElector:
         try:
             lease = await self.repo.get_object(LEASES, self.namespace, self.name)
         except KubeError as exc:
-            log.warning("event=lease-read-failed error=%s", exc)
+            log.warning("event=lease_read_failed error=%s", exc)
             return False
         duration = max(1, math.ceil(self.lease_duration_s))
         if lease is None:
@@ -133,7 +133,7 @@ class LeaderElector:
             try:
                 await self.repo.create_object(LEASES, body)
             except KubeError as exc:
-                log.info("event=lease-create-failed error=%s", exc)
+                log.info("event=lease_create_failed error=%s", exc)
                 return False
             self._last_renew = started
             self._observed = (self.identity, "", duration)
@@ -160,7 +160,7 @@ class LeaderElector:
         except ConflictError:
             return False
         except KubeError as exc:
-            log.warning("event=lease-update-failed error=%s", exc)
+            log.warning("event=lease_update_failed error=%s", exc)
             return False
         self._last_renew = started
         self._observed = (self.identity, now, duration)
@@ -178,9 +178,9 @@ class LeaderElector:
             spec["leaseDurationSeconds"] = 1
             spec["renewTime"] = now_rfc3339(micro=True)
             await self.repo.replace_object(LEASES, {**lease, "spec": spec})
-            log.info("event=leader-released lease=%s/%s identity=%s", self.namespace, self.name, self.identity)
+            log.info("event=leader_released lease=%s/%s identity=%s", self.namespace, self.name, self.identity)
         except KubeError as exc:
-            log.warning("event=lease-release-failed error=%s", exc)
+            log.warning("event=lease_release_failed error=%s", exc)
 
 
 async def _run_lead(lead: Callable[[], Awaitable[None]]) -> None:
@@ -189,7 +189,7 @@ async def _run_lead(lead: Callable[[], Awaitable[None]]) -> None:
     except asyncio.CancelledError:
         raise
     except Exception:
-        log.exception("event=controller-crashed")
+        log.exception("event=controller_crashed")
 
 
 __all__ = ["LeaderElector"]

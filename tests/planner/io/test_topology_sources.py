@@ -289,7 +289,7 @@ def test_tor_configmap_accepts_the_parsed_tor_info_and_checks_slices() -> None:
 # -- topology file and generator ---------------------------------------------------------------------------------
 
 
-def test_example_topology_file_matches_the_labels(nodes: list[dict[str, Any]]) -> None:
+def test_example_topology_file_matches_the_labels() -> None:
     topology = load_topology_file((EXAMPLES / "cluster-16.yaml").read_text(encoding="utf-8"))
     assert dict(topology.paths) == SIXTEEN
     assert topology.fabric == Fabric()

@@ -26,7 +26,7 @@ def is_dns_subdomain(name: str) -> bool:
     return len(name) <= _DNS_SUBDOMAIN_MAX and _DNS_SUBDOMAIN.match(name) is not None
 
 
-def check_scheduler_name(job: JobView, settings: Settings) -> list[Violation]:
+def check_scheduler_name(job: JobView, _settings: Settings) -> list[Violation]:
     """Only Volcano schedules gangs and calls the ringroute extender."""
     found = []
     places = [("spec.schedulerName", job.spec.get("schedulerName"))]
@@ -77,7 +77,7 @@ def check_accelerator_profile(job: JobView, settings: Settings) -> list[Violatio
     return found
 
 
-def check_configmap_name(job: JobView, settings: Settings) -> list[Violation]:
+def check_configmap_name(job: JobView, _settings: Settings) -> list[Violation]:
     """`<prefix><job name>` must be a valid ConfigMap name, or the rank table has nowhere to go."""
     if job.profile is None or not job.name:
         return []

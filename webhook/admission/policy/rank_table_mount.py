@@ -10,7 +10,7 @@ SUBPATH_MOUNT = "rank-table-subpath"
 MOUNT_PATH_TAKEN = "rank-table-mount-path"
 
 
-def check_subpath_mount(job: JobView, settings: Settings) -> list[Violation]:
+def check_subpath_mount(job: JobView, _settings: Settings) -> list[Violation]:
     """kubelet never refreshes subPath mounts, so a subPath-mounted rank table stays "initializing" forever."""
     name = job.configmap_name
     if name is None:
@@ -40,7 +40,7 @@ def check_subpath_mount(job: JobView, settings: Settings) -> list[Violation]:
     return found
 
 
-def check_mount_path_free(job: JobView, settings: Settings) -> list[Violation]:
+def check_mount_path_free(job: JobView, _settings: Settings) -> list[Violation]:
     """The profile's mount path holds the rank-table ConfigMap, not another volume."""
     profile = job.profile
     name = job.configmap_name

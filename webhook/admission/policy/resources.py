@@ -14,7 +14,7 @@ def _resource_field(container_field: str, where: str, resource: str) -> str:
     return f"{container_field}.resources.{where}[{resource}]"
 
 
-def check_requests_equal_limits(job: JobView, settings: Settings) -> list[Violation]:
+def check_requests_equal_limits(job: JobView, _settings: Settings) -> list[Violation]:
     """NPU requests must equal limits (the device plugin allocates whole cards by limit)."""
     if job.profile is None:
         return []
@@ -51,7 +51,7 @@ def check_requests_equal_limits(job: JobView, settings: Settings) -> list[Violat
     return found
 
 
-def check_card_count(job: JobView, settings: Settings) -> list[Violation]:
+def check_card_count(job: JobView, _settings: Settings) -> list[Violation]:
     """Each NPU pod takes an allowed number of cards, never more than a node has."""
     profile = job.profile
     if profile is None:

@@ -36,7 +36,7 @@ def check_min_nodes(job: JobView, settings: Settings) -> list[Violation]:
     return [Violation(path, "Invalid", value, detail, MIN_NODES)]
 
 
-def check_full_node(job: JobView, settings: Settings) -> list[Violation]:
+def check_full_node(job: JobView, _settings: Settings) -> list[Violation]:
     """Every NPU pod of a route-planned job takes all cards of its node."""
     profile = job.profile
     if not job.route_planned or profile is None:
@@ -76,7 +76,7 @@ def has_hostname_anti_affinity(task: TaskView) -> bool:
     return bool(_hostname_terms(as_mapping(task.pod_spec.get("affinity")), "podAntiAffinity"))
 
 
-def check_one_pod_per_node(job: JobView, settings: Settings) -> list[Violation]:
+def check_one_pod_per_node(job: JobView, _settings: Settings) -> list[Violation]:
     """Route-planned pods spread one per node (the rank table has one server per node)."""
     if not job.route_planned or job.profile is None:
         return []
@@ -108,7 +108,7 @@ def check_one_pod_per_node(job: JobView, settings: Settings) -> list[Violation]:
     return found
 
 
-def check_ma_run_method(job: JobView, settings: Settings) -> list[Violation]:
+def check_ma_run_method(job: JobView, _settings: Settings) -> list[Violation]:
     """MA_RUN_METHOD selects the platform launcher, which assigns ranks itself and ignores the plan."""
     if not job.route_planned:
         return []
@@ -130,7 +130,7 @@ def check_ma_run_method(job: JobView, settings: Settings) -> list[Violation]:
     return found
 
 
-def check_gang(job: JobView, settings: Settings) -> list[Violation]:
+def check_gang(job: JobView, _settings: Settings) -> list[Violation]:
     """minAvailable covers every NPU pod, or a partially started job waits forever for its rank table."""
     if not job.route_planned or job.profile is None:
         return []

@@ -156,7 +156,7 @@ def _check_partition_policy(
 # -- names --------------------------------------------------------------------------------------------------------
 
 
-def check_names(job: JobView, settings: Settings) -> list[Violation]:
+def check_names(job: JobView, _settings: Settings) -> list[Violation]:
     """Task names are unique DNS labels; the job name and every `<job>-<task>-<task index>` are qualified names
     (at most 63 characters), as Volcano checks them."""
     found: list[Violation] = []
@@ -313,7 +313,7 @@ def _policy(path: str, reason: Reason, value: Any, why: str) -> Violation:
 # -- task dependencies ------------------------------------------------------------------------------------------
 
 
-def check_task_dependencies(job: JobView, settings: Settings) -> list[Violation]:
+def check_task_dependencies(job: JobView, _settings: Settings) -> list[Violation]:
     """Tasks' `dependsOn` form a directed acyclic graph over the job's tasks (Volcano's topological sort: a
     dependency on a missing task, or on the same task twice, never resolves either)."""
     if not any(t.task.get("dependsOn") is not None for t in job.tasks):
@@ -368,7 +368,7 @@ def check_task_dependencies(job: JobView, settings: Settings) -> list[Violation]
 # -- volumes, queue, topology ---------------------------------------------------------------------------------
 
 
-def check_volumes(job: JobView, settings: Settings) -> list[Violation]:
+def check_volumes(job: JobView, _settings: Settings) -> list[Violation]:
     """`spec.volumes` (Volcano's job-level PVCs): a unique mountPath each, and either a volumeClaim or a valid
     volumeClaimName, not both."""
     found: list[Violation] = []
@@ -446,7 +446,7 @@ def check_queue(job: JobView, settings: Settings) -> list[Violation]:
     ]
 
 
-def check_topology(job: JobView, settings: Settings) -> list[Violation]:
+def check_topology(job: JobView, _settings: Settings) -> list[Violation]:
     """`networkTopology` names highestTierAllowed or highestTierName, not both; a task with a topologyPolicy
     requests whole CPUs in every container (Volcano's NUMA-aware check)."""
     found: list[Violation] = []

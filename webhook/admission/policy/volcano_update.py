@@ -113,7 +113,7 @@ def _shown(value: Any) -> str:
     return text if len(text) <= _SCALAR_SHOWN and not isinstance(value, dict | list) else "a different value"
 
 
-def check_update(job: JobView, old: JobView, settings: Settings) -> list[Violation]:
+def check_update(job: JobView, old: JobView, _settings: Settings) -> list[Violation]:
     """An UPDATE changes nothing Volcano keeps fixed: the first changed field is named, with what may change."""
     old_tasks, new_tasks = as_list(old.spec.get("tasks")), as_list(job.spec.get("tasks"))
     if len(old_tasks) != len(new_tasks):

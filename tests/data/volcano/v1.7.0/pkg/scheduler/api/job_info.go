@@ -1,0 +1,89 @@
+// volcano-sh/volcano v1.7.0:pkg/scheduler/api/job_info.go (excerpt: the structs whose JSON keys ringroute writes)
+
+type DisruptionBudget struct {
+	MinAvailable  string
+	MaxUnavilable string
+}
+
+type TransactionContext struct {
+	NodeName string
+	Status   TaskStatus
+}
+
+type TopologyInfo struct {
+	Policy string
+	ResMap map[int]v1.ResourceList // key: numa ID
+}
+
+type TaskInfo struct {
+	UID TaskID
+	Job JobID
+
+	Name      string
+	Namespace string
+
+	// Resreq is the resource that used when task running.
+	Resreq *Resource
+	// InitResreq is the resource that used to launch a task.
+	InitResreq *Resource
+
+	TransactionContext
+	// LastTransaction holds the context of last scheduling transaction
+	LastTransaction *TransactionContext
+
+	Priority    int32
+	VolumeReady bool
+	Preemptable bool
+	BestEffort  bool
+
+	// RevocableZone supports setting volcano.sh/revocable-zone annotation or label for pod/podgroup
+	// we only support empty value or * value for this version and we will support specify revocable zone name for future releases
+	// empty value means workload can not use revocable node
+	// * value means workload can use all the revocable node for during node active revocable time.
+	RevocableZone string
+
+	NumaInfo   *TopologyInfo
+	PodVolumes *volumescheduling.PodVolumes
+	Pod        *v1.Pod
+}
+
+type JobInfo struct {
+	UID JobID
+
+	Name      string
+	Namespace string
+
+	Queue QueueID
+
+	Priority int32
+
+	MinAvailable int32
+
+	WaitingTime *time.Duration
+
+	JobFitErrors   string
+	NodesFitErrors map[TaskID]*FitErrors
+
+	// All tasks of the Job.
+	TaskStatusIndex       map[TaskStatus]tasksMap
+	Tasks                 tasksMap
+	TaskMinAvailable      map[TaskID]int32
+	TaskMinAvailableTotal int32
+
+	Allocated    *Resource
+	TotalRequest *Resource
+
+	CreationTimestamp metav1.Time
+	PodGroup          *PodGroup
+
+	ScheduleStartTimestamp metav1.Time
+
+	Preemptable bool
+
+	// RevocableZone support set volcano.sh/revocable-zone annotaion or label for pod/podgroup
+	// we only support empty value or * value for this version and we will support specify revocable zone name for futrue release
+	// empty value means workload can not use revocable node
+	// * value means workload can use all the revocable node for during node active revocable time.
+	RevocableZone string
+	Budget        *DisruptionBudget
+}
