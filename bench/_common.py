@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
+import os
 import resource
+import signal
+import subprocess
 import sys
 from typing import Any
 
@@ -43,3 +47,15 @@ def emit(record: dict[str, Any]) -> None:
     """Print one JSON line to stdout and flush, so partial runs still leave complete lines."""
     sys.stdout.write(json.dumps(_clean(record), sort_keys=False) + "\n")
     sys.stdout.flush()
+
+
+def stop_process_group(process: subprocess.Popen[bytes], timeout_s: float) -> None:
+    """SIGTERM the process group `process` leads (started with start_new_session=True); SIGKILL it after
+    `timeout_s`."""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(process.pid, signal.SIGTERM)
+    try:
+        process.wait(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait()

@@ -16,6 +16,7 @@ import math
 import resource
 import sys
 import time
+from collections.abc import Awaitable
 from pathlib import Path
 from typing import Any
 
@@ -59,6 +60,19 @@ def writes_by_resource(server: FakeApiServer, since: int) -> dict[str, int]:
         key = f"{request.method} {plural}"
         counts[key] = counts.get(key, 0) + 1
     return counts
+
+
+async def transition(
+    server: FakeApiServer, name: str, status: str, timeout_s: float, change: Awaitable[object]
+) -> tuple[float, dict[str, int]]:
+    """Seconds from `change` until job `name`'s table says `status`, and the API writes meanwhile (counted after
+    a short quiet period, so the Events that follow the write are in)."""
+    since = len(server.requests)
+    started = time.perf_counter()
+    await change
+    done = await wait_status(server, name, status, timeout_s)
+    await asyncio.sleep(0.3)
+    return round(done - started, 4), writes_by_resource(server, since)
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -158,50 +172,30 @@ async def run(pods: int, route_plan: bool) -> None:
             while len(controller.queue) or controller.queue._processing:  # noqa: ASYNC110 (polling a queue)
                 await asyncio.sleep(0.01)
 
-            since = len(server.requests)
-            started = time.perf_counter()
-            await server.apply("pods", make_pod(job, pods - 1, nodes[pods - 1]))
-            done = await wait_status(server, name, "completed", 60)
-            await asyncio.sleep(0.3)
+            seconds, writes = await transition(
+                server, name, "completed", 60, server.apply("pods", make_pod(job, pods - 1, nodes[pods - 1]))
+            )
             emit(
                 bench="controller",
                 case="last-annotation-to-completed",
                 pods=pods,
                 devices=pods * 8,
                 route_plan=route_plan,
-                seconds=round(done - started, 4),
+                seconds=seconds,
                 target_seconds=1.0,
                 debounce_s=settings.controller.debounce_s,
                 planning_ms=round(metrics.plan_latency._sum.get() * 1000, 1),
-                api_writes=writes_by_resource(server, since),
+                api_writes=writes,
                 configmap_bytes=len(json.dumps(server.get("configmaps", NS, f"configmap1980-{name}"))),
             )
-
-            since = len(server.requests)
-            started = time.perf_counter()
-            await server.remove("pods", NS, f"{name}-worker-{pods // 2}")
-            reset = await wait_status(server, name, "initializing", 10)
-            await asyncio.sleep(0.3)
-            emit(
-                bench="controller",
-                case="pod-lost-to-initializing",
-                pods=pods,
-                seconds=round(reset - started, 4),
-                api_writes=writes_by_resource(server, since),
+            seconds, writes = await transition(
+                server, name, "initializing", 10, server.remove("pods", NS, f"{name}-worker-{pods // 2}")
             )
-
-            since = len(server.requests)
-            started = time.perf_counter()
-            await server.apply("pods", make_pod(job, pods // 2, f"npu-{pods + 3}"))
-            done = await wait_status(server, name, "completed", 60)
-            await asyncio.sleep(0.3)
-            emit(
-                bench="controller",
-                case="replacement-to-completed",
-                pods=pods,
-                seconds=round(done - started, 4),
-                api_writes=writes_by_resource(server, since),
+            emit(bench="controller", case="pod-lost-to-initializing", pods=pods, seconds=seconds, api_writes=writes)
+            seconds, writes = await transition(
+                server, name, "completed", 60, server.apply("pods", make_pod(job, pods // 2, f"npu-{pods + 3}"))
             )
+            emit(bench="controller", case="replacement-to-completed", pods=pods, seconds=seconds, api_writes=writes)
             emit(
                 bench="controller",
                 case="process",

@@ -23,7 +23,6 @@ import asyncio
 import contextlib
 import multiprocessing
 import os
-import signal
 import subprocess
 import sys
 import tempfile
@@ -40,7 +39,7 @@ sys.path.insert(0, str(ROOT))
 
 from aiohttp import ClientSession, ClientTimeout, TCPConnector  # noqa: E402
 
-from bench._common import emit  # noqa: E402
+from bench._common import emit, stop_process_group  # noqa: E402
 from bench.webhook import free_port, realistic_review, run_aiohttp, wait_ready  # noqa: E402
 from certs import generate_bundle  # noqa: E402
 from webhook.extender import experiment, volcano  # noqa: E402
@@ -176,13 +175,7 @@ def serve(cert_dir: Path, log_path: Path) -> Iterator[tuple[int, int, int]]:
             pid = _extender_pid(process.pid, extender_port)
             yield admission_port, extender_port, pid
         finally:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(process.pid, signal.SIGTERM)
-            try:
-                process.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                os.killpg(process.pid, signal.SIGKILL)
-                process.wait()
+            stop_process_group(process, 20)
 
 
 def _extender_pid(parent: int, port: int, timeout_s: float = 30.0) -> int:

@@ -20,7 +20,6 @@ import json
 import multiprocessing
 import os
 import shutil
-import signal
 import socket
 import ssl
 import subprocess
@@ -38,6 +37,7 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from bench._common import stop_process_group  # noqa: E402
 from certs import generate_bundle  # noqa: E402
 from emulation.admission import admission_review  # noqa: E402
 
@@ -127,13 +127,7 @@ def running_server(
     try:
         yield process
     finally:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(process.pid, signal.SIGTERM)
-        try:
-            process.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGKILL)
-            process.wait()
+        stop_process_group(process, 15)
         log.close()
 
 

@@ -12,6 +12,7 @@ import sys
 import time
 import urllib.request
 from pathlib import Path
+from typing import Any
 
 import aiohttp
 import orjson
@@ -73,6 +74,24 @@ def test_bad_flags_are_one_line_errors(tmp_path: Path, capsys: pytest.CaptureFix
     ]
 
 
+async def mutate_when_ready(port: int, client_ssl: ssl.SSLContext, review_body: dict[str, Any]) -> Any:
+    """POST /jobs/mutate once the server on `port` reports ready (within 10 s); the decoded answer."""
+    async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(ssl=client_ssl)) as session:
+        for _ in range(200):
+            try:
+                async with session.get(f"https://127.0.0.1:{port}/readyz") as resp:
+                    assert resp.status == 200
+                    break
+            except aiohttp.ClientConnectorError:
+                await asyncio.sleep(0.05)
+        async with session.post(
+            f"https://127.0.0.1:{port}/jobs/mutate",
+            data=orjson.dumps(review_body),
+            headers={"Content-Type": "application/json"},
+        ) as resp:
+            return await resp.json()
+
+
 @pytest.mark.usefixtures("no_cluster")
 async def test_serve_answers_admission_without_an_api_server_and_stops(
     tls_material: Path, client_ssl: ssl.SSLContext
@@ -93,19 +112,7 @@ async def test_serve_answers_admission_without_an_api_server_and_stops(
     stop = asyncio.Event()
     worker = asyncio.create_task(run_worker(options, primary=True, stop=stop))
     try:
-        async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(ssl=client_ssl)) as session:
-            for _ in range(100):
-                try:
-                    async with session.get(f"https://127.0.0.1:{port}/readyz") as resp:
-                        assert resp.status == 200
-                        break
-                except aiohttp.ClientConnectorError:
-                    await asyncio.sleep(0.05)
-            body = orjson.dumps(review(load_example("documented.yaml"), uid="serve"))
-            async with session.post(
-                f"https://127.0.0.1:{port}/jobs/mutate", data=body, headers={"Content-Type": "application/json"}
-            ) as resp:
-                answer = await resp.json()
+        answer = await mutate_when_ready(port, client_ssl, review(load_example("documented.yaml"), uid="serve"))
         assert answer["response"]["uid"] == "serve"
         assert answer["response"]["patchType"] == "JSONPatch"
     finally:
@@ -224,20 +231,8 @@ async def test_serve_requests_network_topology_for_route_planned_jobs_once_it_fi
         stop = asyncio.Event()
         worker = asyncio.create_task(run_worker(options, primary=True, stop=stop))
         try:
-            async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(ssl=client_ssl)) as session:
-                for _ in range(200):
-                    try:
-                        async with session.get(f"https://127.0.0.1:{port}/readyz") as resp:
-                            assert resp.status == 200
-                            break
-                    except aiohttp.ClientConnectorError:
-                        await asyncio.sleep(0.05)
-                job = load_example("distributed-route-plan.yaml")
-                body = orjson.dumps(review(job, uid="topology"))
-                async with session.post(
-                    f"https://127.0.0.1:{port}/jobs/mutate", data=body, headers={"Content-Type": "application/json"}
-                ) as resp:
-                    answer = await resp.json()
+            job = load_example("distributed-route-plan.yaml")
+            answer = await mutate_when_ready(port, client_ssl, review(job, uid="topology"))
             mutated = apply_ops(job, patch_of(answer))
             assert mutated["spec"]["networkTopology"] == {"mode": "hard", "highestTierAllowed": 1}
         finally:

@@ -6,14 +6,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
 
 from emulation.apiserver import FakeApiServer
 from emulation.cluster import NS, add_job, cluster_nodes, make_job, make_pod
-from tests.support.controller import Harness, admission_chain, fast_settings, running_controller
+from tests.support.controller import Harness, admission_chain, fast_settings, running_controller, wait_for
 from webhook.common.metrics import Metrics
 from webhook.common.names import RANK_TABLE_WRITER_ANNOTATION
 from webhook.common.rank_configmap import initial_configmap
@@ -23,15 +23,6 @@ from webhook.kube.client import JOBS, KubeError, KubeRepository
 
 Obj = dict[str, Any]
 PROFILE = fast_settings().profiles[0]
-
-
-async def wait_for(predicate: Callable[[], bool], timeout_s: float = 5.0) -> None:
-    deadline = asyncio.get_running_loop().time() + timeout_s
-    while asyncio.get_running_loop().time() < deadline:
-        if predicate():
-            return
-        await asyncio.sleep(0.01)
-    raise AssertionError("condition not reached in time")
 
 
 @contextlib.asynccontextmanager

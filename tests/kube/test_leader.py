@@ -8,22 +8,13 @@ from typing import Any
 
 from emulation.apiserver import FakeApiServer
 from emulation.cluster import NS, add_job, cluster_nodes, make_job, make_pod
-from tests.support.controller import fast_settings, running_controller
+from tests.support.controller import fast_settings, running_controller, wait_for
 from webhook.common.metrics import Metrics
 from webhook.controller.run import run_controller
 from webhook.kube.client import KubeRepository
 from webhook.kube.leader import LeaderElector
 
 LEASE = {"lease_duration_s": 1.0, "renew_deadline_s": 0.6, "retry_period_s": 0.15}
-
-
-async def wait_for(predicate: Any, timeout_s: float = 8.0) -> None:
-    deadline = asyncio.get_running_loop().time() + timeout_s
-    while asyncio.get_running_loop().time() < deadline:
-        if predicate():
-            return
-        await asyncio.sleep(0.02)
-    raise AssertionError("condition not reached in time")
 
 
 def holder(server: FakeApiServer) -> str | None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -19,6 +19,16 @@ from webhook.common.metrics import Metrics
 from webhook.common.settings import ControllerSettings, Settings
 from webhook.controller.reconciler import Controller
 from webhook.kube.client import KubeRepository
+
+
+async def wait_for(predicate: Callable[[], bool], timeout_s: float = 8.0) -> None:
+    """Poll `predicate` until it holds; AssertionError after `timeout_s`."""
+    deadline = asyncio.get_running_loop().time() + timeout_s
+    while asyncio.get_running_loop().time() < deadline:
+        if predicate():
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError("condition not reached in time")
 
 
 def fast_settings(**controller: Any) -> Settings:
