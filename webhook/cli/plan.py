@@ -12,10 +12,10 @@ import logging
 import os
 import shutil
 import tempfile
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, TypeVar, cast
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from planner import (
     Fabric,
@@ -40,6 +40,9 @@ from planner import (
 from webhook.cli.errors import CommandError
 from webhook.common.names import HYPERCLUSTER_LABEL, HYPERNODE_LABEL, RING_LABEL, TOR_LABEL
 from webhook.common.settings import AcceleratorProfile, Settings, SettingsError, load_settings
+
+if TYPE_CHECKING:  # the planner's numeric half loads only when a command plans
+    from planner import JobNetwork, OrderEvaluation, Pattern, PlanResult, Routing
 
 log = logging.getLogger("ringroute.plan")
 
@@ -278,8 +281,8 @@ class _Case:
         topology = _topology(args, self.settings)
         self.topology = _guarded("topology", None, lambda: topology_for_placement(topology, self.placement))
         planning = self.settings.planning
-        self.pattern = args.pattern or planning.pattern
-        self.routing = args.routing or planning.routing
+        self.pattern: Pattern = args.pattern or planning.pattern
+        self.routing: Routing = args.routing or planning.routing
         self.qps = args.qps if args.qps is not None else planning.qps_per_connection
         self.seed = args.seed if args.seed is not None else planning.seed
         self.time_limit = args.time_limit if args.time_limit is not None else planning.time_limit_s
@@ -288,7 +291,7 @@ class _Case:
         if self.time_limit <= 0:
             raise CommandError(f"--time-limit {self.time_limit}: must be positive")
 
-    def plan(self) -> Any:
+    def plan(self) -> PlanResult:
         from planner import plan_ranks
 
         return _guarded(
@@ -297,8 +300,8 @@ class _Case:
             lambda: plan_ranks(
                 self.placement,
                 self.topology,
-                cast(Any, self.pattern),
-                cast(Any, self.routing),
+                self.pattern,
+                self.routing,
                 qps=self.qps,
                 rng=self.seed,
                 time_limit=self.time_limit,
@@ -309,7 +312,7 @@ class _Case:
 # -- plan -------------------------------------------------------------------------------------------------------
 
 
-def plan_outputs(case: _Case, result: Any) -> dict[str, str]:
+def plan_outputs(case: _Case, result: PlanResult) -> dict[str, str]:
     """File name -> content of everything `plan` writes."""
     placement = case.placement
     order = tuple(result.order)
@@ -374,7 +377,9 @@ def run_plan(args: argparse.Namespace) -> int:
 # -- simulate ---------------------------------------------------------------------------------------------------
 
 
-def _evaluations(case: _Case, seeds: int) -> tuple[dict[str, Any], Any, Any]:
+def _evaluations(
+    case: _Case, seeds: int
+) -> tuple[dict[str, tuple[int, ...]], dict[str, OrderEvaluation], JobNetwork, PlanResult]:
     from planner import baseline_order, evaluate_order, job_network
 
     result = case.plan()
@@ -382,7 +387,7 @@ def _evaluations(case: _Case, seeds: int) -> tuple[dict[str, Any], Any, Any]:
         "topology", None, lambda: job_network(case.topology, [s.node_name for s in case.placement.servers])
     )
     orders: dict[str, tuple[int, ...]] = {
-        name: baseline_order(name, case.placement, case.topology, case.seed, pattern=cast(Any, case.pattern))
+        name: baseline_order(name, case.placement, case.topology, case.seed, pattern=case.pattern)
         for name in SIMULATED_ORDERS
     }
     orders["ringroute"] = tuple(result.order)
@@ -390,18 +395,18 @@ def _evaluations(case: _Case, seeds: int) -> tuple[dict[str, Any], Any, Any]:
         name: evaluate_order(
             network,
             order,
-            pattern=cast(Any, case.pattern),
-            routing=cast(Any, case.routing),
+            pattern=case.pattern,
+            routing=case.routing,
             qps=case.qps,
             seeds=seeds,
             routes=result.routes if name == "ringroute" else None,
         )
         for name, order in orders.items()
     }
-    return {"orders": orders, "evaluations": evaluations}, network, result
+    return orders, evaluations, network, result
 
 
-def simulation_table(evaluations: dict[str, Any], tiers: int) -> str:
+def simulation_table(evaluations: Mapping[str, OrderEvaluation], tiers: int) -> str:
     """The before/after comparison as aligned text columns."""
     tier_names = ["leaf", "pod", "tier3"][:tiers]
     header = ["order", *(f"cross-{t} (bound)" for t in tier_names), "max load (λ*)", "ring busbw", "HD busbw"]
@@ -425,11 +430,10 @@ def run_simulate(args: argparse.Namespace) -> int:
     if args.seeds < 1:
         raise CommandError(f"--seeds {args.seeds}: must be at least 1")
     case = _Case(args)
-    outcome, network, result = _evaluations(case, args.seeds)
-    evaluations = outcome["evaluations"]
+    orders, evaluations, network, result = _evaluations(case, args.seeds)
     if args.plot is not None:
-        bound = outcome["evaluations"]["ringroute"].max_link_load_bound
-        _plot(args.plot, case, network, orders=outcome["orders"], bound=bound)
+        bound = evaluations["ringroute"].max_link_load_bound
+        _plot(args.plot, case, network, orders=orders, bound=bound)
     summary = {
         "job": case.placement.job_name,
         "servers": len(case.placement.servers),
@@ -451,7 +455,7 @@ def run_simulate(args: argparse.Namespace) -> int:
     return 0
 
 
-def _plot(path: Path, case: _Case, network: Any, *, orders: dict[str, tuple[int, ...]], bound: int) -> None:
+def _plot(path: Path, case: _Case, network: JobNetwork, *, orders: dict[str, tuple[int, ...]], bound: int) -> None:
     """Draw the switch-link loads of the pod-index order and ringroute's order (ring flows, seed 0)."""
     from planner import link_loads, pin_routes, ring_flows
 
@@ -464,7 +468,7 @@ def _plot(path: Path, case: _Case, network: Any, *, orders: dict[str, tuple[int,
     for name in ("pod-index", "ringroute"):
         flows = ring_flows(orders[name])
         routes = pin_routes(network, [flows]) if case.routing == "pinned" else None
-        loads.append(link_loads(network, flows, cast(Any, case.routing), qps=case.qps, seed=case.seed, routes=routes))
+        loads.append(link_loads(network, flows, case.routing, qps=case.qps, seed=case.seed, routes=routes))
     _guarded("--plot", path, lambda: plot_link_loads(loads[0][first:], loads[1][first:], path, bound=bound))
 
 
