@@ -25,6 +25,7 @@ from planner import (
     topology_from_nodes,
     topology_from_tor_configmap,
 )
+from webhook.common.kube_time import parse_time
 from webhook.common.names import (
     CREATED_BY_ANNOTATION,
     CREATED_BY_RINGROUTE,
@@ -36,7 +37,6 @@ from webhook.common.names import (
 )
 from webhook.common.rank_configmap import completed_payload, state_record
 from webhook.common.settings import AcceleratorProfile, Settings, TopologySettings
-from webhook.kube.client import parse_time
 
 
 def npu_task_replicas(job: Mapping[str, Any], resource_name: str) -> tuple[int, list[str]]:

@@ -7,7 +7,6 @@ classes of kubernetes_asyncio are slow for thousands of pods and the planner rea
 from __future__ import annotations
 
 import asyncio
-import datetime as dt
 import logging
 import os
 from collections.abc import AsyncIterator, Mapping
@@ -119,22 +118,6 @@ async def connect(kubeconfig: str | None) -> ApiClient | None:
             return ApiClient(configuration)
     log.warning("event=no_api_server detail=%s", "no in-cluster config, $KUBECONFIG or ~/.kube/config found")
     return None
-
-
-def now_rfc3339(micro: bool = False) -> str:
-    """Current UTC time as the API server writes it (`Time`, or `MicroTime` with micro=True)."""
-    now = dt.datetime.now(dt.UTC)
-    return now.strftime("%Y-%m-%dT%H:%M:%S.%fZ" if micro else "%Y-%m-%dT%H:%M:%SZ")
-
-
-def parse_time(value: str | None) -> dt.datetime | None:
-    """A Kubernetes Time/MicroTime string as an aware datetime (None when absent or malformed)."""
-    if not value:
-        return None
-    try:
-        return dt.datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
-        return None
 
 
 class KubeRepository:
@@ -379,7 +362,5 @@ __all__ = [
     "ResourceKind",
     "WatchEvent",
     "connect",
-    "now_rfc3339",
-    "parse_time",
     "sleep_or_stop",
 ]

@@ -6,7 +6,8 @@ import logging
 from collections.abc import Mapping
 from typing import Any, Literal
 
-from webhook.kube.client import EVENTS, KubeError, KubeRepository, now_rfc3339
+from webhook.common.kube_time import now_rfc3339
+from webhook.kube.client import EVENTS, KubeError, KubeRepository
 
 log = logging.getLogger("ringroute.events")
 

@@ -17,8 +17,9 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from webhook.common.kube_time import now_rfc3339
 from webhook.common.metrics import Metrics
-from webhook.kube.client import LEASES, ConflictError, KubeError, KubeRepository, now_rfc3339, sleep_or_stop
+from webhook.kube.client import LEASES, ConflictError, KubeError, KubeRepository, sleep_or_stop
 
 log = logging.getLogger("ringroute.leader")
 

@@ -33,13 +33,14 @@ from certs import (
     service_dns_names,
     write_tls_files,
 )
+from webhook.common.names import ADMISSION_REGISTRATION_GROUP, APP_NAME_LABEL, MANAGED_BY_LABEL, TLS_SECRET_TYPE
 from webhook.kube.client import ConflictError, KubeError, KubeRepository, ResourceKind, sleep_or_stop
 
 log = logging.getLogger("ringroute.certs")
 
 SECRETS = ResourceKind("", "v1", "secrets")
-MUTATING_WEBHOOKS = ResourceKind("admissionregistration.k8s.io", "v1", "mutatingwebhookconfigurations", False)
-VALIDATING_WEBHOOKS = ResourceKind("admissionregistration.k8s.io", "v1", "validatingwebhookconfigurations", False)
+MUTATING_WEBHOOKS = ResourceKind(ADMISSION_REGISTRATION_GROUP, "v1", "mutatingwebhookconfigurations", False)
+VALIDATING_WEBHOOKS = ResourceKind(ADMISSION_REGISTRATION_GROUP, "v1", "validatingwebhookconfigurations", False)
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 _MAX_CONFLICT_RETRIES = 5
 
@@ -190,7 +191,7 @@ class SelfSignedCertificates:
         metadata: dict[str, Any] = {
             "name": name,
             "namespace": namespace,
-            "labels": {"app.kubernetes.io/name": "ringroute", "app.kubernetes.io/managed-by": "ringroute"},
+            "labels": {APP_NAME_LABEL: "ringroute", MANAGED_BY_LABEL: "ringroute"},
         }
         if current is not None:
             current_meta = current.get("metadata") or {}
@@ -202,7 +203,7 @@ class SelfSignedCertificates:
             "apiVersion": "v1",
             "kind": "Secret",
             "metadata": metadata,
-            "type": "kubernetes.io/tls",
+            "type": TLS_SECRET_TYPE,
             "data": {
                 CA_FILE: _b64(material.ca_bundle),
                 CERT_FILE: _b64(material.cert),

@@ -10,6 +10,7 @@ from webhook.common.names import (
     JDB_MIN_AVAILABLE_ANNOTATION,
     PREEMPTABLE_KEY,
     VOLCANO_JOB_API_VERSION,
+    VOLCANO_SCHEDULING_API_VERSION,
 )
 from webhook.extender.volcano.objects import DEFAULT_CREATED, fields_v1, managed_fields_entry, stable_uid
 from webhook.extender.volcano.releases import (
@@ -168,7 +169,7 @@ def pod_group(
         ),
     ]
     for entry in managed:
-        entry["apiVersion"] = "scheduling.volcano.sh/v1beta1"
+        entry["apiVersion"] = VOLCANO_SCHEDULING_API_VERSION
     meta = _object_meta(
         name,
         namespace,
@@ -243,7 +244,7 @@ def queue_info(
         ),
     ]
     for entry in managed:
-        entry["apiVersion"] = "scheduling.volcano.sh/v1beta1"
+        entry["apiVersion"] = VOLCANO_SCHEDULING_API_VERSION
     meta = _object_meta(name, None, stable_uid("queue", name), created, generation=1, managed=managed)
     status_json = _spec_object(status, "QueueStatus", rel)
     queue = (
