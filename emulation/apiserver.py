@@ -5,6 +5,9 @@ with resourceVersions, bookmarks and 410 Gone after compaction; get/create/updat
 stale resourceVersion, on an existing name and on failed delete preconditions; ownerReference validation (422) and
 garbage collection as kube-controller-manager does it (see `_collect`); an admission chain of webhooks on create and
 update, with `dryRun=All`; API discovery; and injected faults (HTTP errors and slow answers) by method and path.
+Pods behave as the real API server keeps them: a created pod's status is `Pending`, updates of the pod leave its
+status alone, and only `pods/<name>/status` (kubelet) and `pods/<name>/binding` (the scheduler) change the status
+and the node, so tests can play a pod's life in the order a cluster writes it.
 
 Served: pods, nodes, configmaps, events, secrets, Volcano jobs, leases, Mutating/ValidatingWebhookConfigurations,
 and (with `hypernodes=True`) Volcano HyperNodes.
@@ -63,6 +66,8 @@ KINDS = {
     "validatingwebhookconfigurations": "ValidatingWebhookConfiguration",
 }
 MERGE_PATCH = "application/merge-patch+json"
+PATCH_TYPES = (MERGE_PATCH, "application/strategic-merge-patch+json")
+"""Patches accepted; a strategic merge patch is applied as a merge patch (the same for the maps tests patch)."""
 REASONS = {
     400: "BadRequest",
     403: "Forbidden",
@@ -489,9 +494,12 @@ class FakeApiServer:
         if rest[0] == "namespaces" and len(rest) >= 3:
             namespace, rest = rest[1], rest[2:]
         plural, name = rest[0], (rest[1] if len(rest) > 1 else None)
+        subresource = rest[2] if len(rest) > 2 else None
         if (group, plural) not in self.served or self.served[(group, plural)][0] != version:
             return _status(404, "NotFound", f"the server could not find the requested resource {request.path}")
         try:
+            if subresource is not None and name is not None:
+                return await self._subresource(request, plural, namespace, name, subresource)
             return await self._resource(request, plural, namespace, name)
         except _ConflictError as exc:
             return _status(409, exc.reason, exc.message)
@@ -518,6 +526,8 @@ class FakeApiServer:
             body.setdefault("metadata", {})["namespace"] = namespace or ""
             if not self._namespaced(plural):
                 body["metadata"].pop("namespace", None)
+            if plural == "pods":
+                body["status"] = copy.deepcopy(current.get("status") or {})  # only pods/status changes it
             dry_run = "All" in request.query.getall("dryRun", [])
             body = await self._admit(plural, "UPDATE", body, current, dry_run=dry_run)
             if dry_run:
@@ -528,6 +538,49 @@ class FakeApiServer:
         if method == "DELETE":
             return await self._delete_request(request, plural, namespace, name, current)
         return _status(405, "MethodNotAllowed", method)
+
+    async def _subresource(
+        self, request: web.Request, plural: str, namespace: str | None, name: str, subresource: str
+    ) -> web.StreamResponse:
+        """`<plural>/<name>/status` (GET, PUT, PATCH: only `status` changes, as kubelet and controllers write it)
+        and `pods/<name>/binding` (POST: the scheduler binds a pod to a node, once)."""
+        current = self.stores[plural].objects.get((namespace or "", name))
+        if current is None:
+            return _status(404, "NotFound", f'{plural} "{name}" not found')
+        if subresource == "binding" and plural == "pods" and request.method == "POST":
+            target = ((await request.json()).get("target") or {}).get("name")
+            if not target:
+                raise _RefusedError(422, "target.name: Required value")
+            if (current.get("spec") or {}).get("nodeName"):
+                raise _ConflictError(
+                    "Conflict", f'pod {name} is already assigned to node "{current["spec"]["nodeName"]}"'
+                )
+            bound = copy.deepcopy(current)
+            bound.setdefault("spec", {})["nodeName"] = target
+            return web.json_response(await self._write(plural, bound, guard=True), status=201)
+        if subresource != "status":
+            return _status(404, "NotFound", f"the server could not find the requested resource {request.path}")
+        if request.method == "GET":
+            return web.json_response(current)
+        if request.method == "PUT":
+            body = await request.json()
+            wanted = (body.get("metadata") or {}).get("resourceVersion")
+            if wanted and wanted != current["metadata"]["resourceVersion"]:
+                raise _ConflictError("Conflict", f'Operation cannot be fulfilled on {plural} "{name}": modified')
+            status = body.get("status") or {}
+        elif request.method == "PATCH":
+            if request.content_type not in PATCH_TYPES:
+                return _status(415, "UnsupportedMediaType", f"PATCH {request.content_type}: only {PATCH_TYPES} here")
+            patch = await request.json()
+            wanted = (patch.get("metadata") or {}).get("resourceVersion")
+            if wanted and wanted != current["metadata"]["resourceVersion"]:
+                raise _ConflictError("Conflict", f'Operation cannot be fulfilled on {plural} "{name}": modified')
+            status = merge_patch(current.get("status") or {}, patch.get("status") or {})
+        else:
+            return _status(405, "MethodNotAllowed", request.method)
+        updated = copy.deepcopy(current)
+        updated["status"] = status
+        return web.json_response(await self._write(plural, updated, guard=True))
 
     async def _collection(self, request: web.Request, plural: str, namespace: str | None) -> web.StreamResponse:
         if request.query.get("watch") in ("true", "1"):
@@ -552,6 +605,8 @@ class FakeApiServer:
         if namespace:
             body["metadata"]["namespace"] = namespace
         body["metadata"].pop("resourceVersion", None)
+        if plural == "pods":
+            body["status"] = {"phase": "Pending"}  # a new pod's status is the API server's, then kubelet's
         dry_run = "All" in request.query.getall("dryRun", [])
         body = await self._admit(plural, "CREATE", body, None, dry_run=dry_run)
         if dry_run:
@@ -560,12 +615,14 @@ class FakeApiServer:
         return web.json_response(created, status=201)
 
     async def _merge_patch(self, request: web.Request, plural: str, name: str, current: Obj) -> web.StreamResponse:
-        if request.content_type != MERGE_PATCH:
-            return _status(415, "UnsupportedMediaType", f"PATCH {request.content_type}: only {MERGE_PATCH} here")
+        if request.content_type not in PATCH_TYPES:
+            return _status(415, "UnsupportedMediaType", f"PATCH {request.content_type}: only {PATCH_TYPES} here")
         patch = await request.json()
         wanted = (patch.get("metadata") or {}).get("resourceVersion")
         if wanted and wanted != current["metadata"]["resourceVersion"]:
             raise _ConflictError("Conflict", f'Operation cannot be fulfilled on {plural} "{name}": modified')
+        if plural == "pods":
+            patch.pop("status", None)  # only pods/status changes it
         merged = merge_patch(current, patch)
         merged["metadata"]["resourceVersion"] = current["metadata"]["resourceVersion"]
         return web.json_response(await self._write(plural, merged, guard=True))

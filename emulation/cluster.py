@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from kubernetes_asyncio.client import ApiClient, CoreV1Api
+
 from emulation.apiserver import FakeApiServer
 from planner import generate_topology, nodes_for_topology
 
@@ -53,6 +55,25 @@ def node_ip(node: str) -> str:
     return f"192.168.{number // 250}.{number % 250 + 1}"
 
 
+def pod_ip(index: int) -> str:
+    """The pod network's IP of task index `index` (what kubelet reports as `status.podIP`)."""
+    return f"172.16.{index // 250}.{index % 250 + 1}"
+
+
+def device_annotation(pod_name: str, node: str, *, devices: int = 8, device_ip: str | None = None) -> dict[str, str]:
+    """The device plugin's annotation of a pod on `node` (device IPs from the node number, or all `device_ip`)."""
+    number = int(node.rsplit("-", 1)[1])
+    info = {
+        "pod_name": pod_name,
+        "server_id": node_ip(node),
+        "devices": [
+            {"device_id": str(d), "device_ip": device_ip or f"10.{number // 250}.{number % 250}.{d + 1}"}
+            for d in range(devices)
+        ],
+    }
+    return {DEVICE_KEY: json.dumps(info)}
+
+
 def make_pod(
     job: dict[str, Any],
     index: int,
@@ -62,7 +83,11 @@ def make_pod(
     device_ip: str | None = None,
     version: int = 0,
     annotated: bool = True,
+    with_pod_ip: bool = True,
+    host_network: bool = False,
 ) -> dict[str, Any]:
+    """Task index `index` of `job`: unbound and Pending without a node; else bound, running (with its pod IP unless
+    `with_pod_ip` is False) and annotated by the device plugin unless `annotated` is False."""
     job_name = job["metadata"]["name"]
     name = f"{job_name}-worker-{index}"
     annotations: dict[str, str] = {"volcano.sh/job-version": str(version), "volcano.sh/task-spec": "worker"}
@@ -70,22 +95,16 @@ def make_pod(
     spec: dict[str, Any] = {
         "containers": [{"name": "train", "resources": {"requests": {NPU: str(devices)}, "limits": {NPU: str(devices)}}}]
     }
+    if host_network:
+        spec["hostNetwork"] = True
     if node is not None:
         spec["nodeName"] = node
         host = node_ip(node)
-        status = {"phase": "Running", "hostIP": host, "podIP": f"172.16.{index // 250}.{index % 250 + 1}"}
+        status = {"phase": "Running", "hostIP": host}
+        if with_pod_ip:
+            status["podIP"] = host if host_network else pod_ip(index)
         if annotated:
-            number = int(node.rsplit("-", 1)[1])
-            annotations[DEVICE_KEY] = json.dumps(
-                {
-                    "pod_name": name,
-                    "server_id": host,
-                    "devices": [
-                        {"device_id": str(d), "device_ip": device_ip or f"10.{number // 250}.{number % 250}.{d + 1}"}
-                        for d in range(devices)
-                    ],
-                }
-            )
+            annotations.update(device_annotation(name, node, devices=devices, device_ip=device_ip))
     return {
         "apiVersion": "v1",
         "kind": "Pod",
@@ -129,3 +148,50 @@ async def add_job(server: FakeApiServer, job: dict[str, Any]) -> dict[str, Any]:
     created = await server.apply("jobs", job)
     job["metadata"]["uid"] = created["metadata"]["uid"]
     return created
+
+
+# A pod's life as the cluster writes it, each step the request its component sends, through the real client.
+# Bodies go as plain dicts (the generated client serialises them as they are, whatever its type hints say); the
+# client cannot decode a Binding's answer (a Status), so answers are not decoded; an error status raises
+# aiohttp.ClientResponseError.
+
+
+def _done(answer: Any) -> None:
+    answer.release()
+    answer.raise_for_status()
+
+
+async def create_pod(api: ApiClient, pod: dict[str, Any]) -> None:
+    """vc-controller-manager creates the pod (the API server makes its status `Pending`)."""
+    body: Any = {**pod, "spec": {k: v for k, v in pod["spec"].items() if k != "nodeName"}}
+    answer = await CoreV1Api(api).create_namespaced_pod(pod["metadata"]["namespace"], body, _preload_content=False)
+    _done(answer)
+
+
+async def bind_pod(api: ApiClient, pod: dict[str, Any], node: str) -> None:
+    """vc-scheduler binds the pod to `node` (`pods/<name>/binding`)."""
+    name, namespace = pod["metadata"]["name"], pod["metadata"]["namespace"]
+    binding: Any = {
+        "apiVersion": "v1",
+        "kind": "Binding",
+        "metadata": {"name": name},
+        "target": {"kind": "Node", "name": node},
+    }
+    answer = await CoreV1Api(api).create_namespaced_pod_binding(name, namespace, binding, _preload_content=False)
+    _done(answer)
+
+
+async def annotate_pod(api: ApiClient, pod: dict[str, Any], annotations: dict[str, str]) -> None:
+    """The NPU device plugin writes its device info (during Allocate, before the pod's sandbox exists)."""
+    patch = {"metadata": {"annotations": annotations}}
+    name, namespace = pod["metadata"]["name"], pod["metadata"]["namespace"]
+    answer = await CoreV1Api(api).patch_namespaced_pod(name, namespace, patch, _preload_content=False)
+    _done(answer)
+
+
+async def report_pod_status(api: ApiClient, pod: dict[str, Any], status: dict[str, Any]) -> None:
+    """kubelet patches `pods/<name>/status`: the host IP first, the pod IP once the network plugin has one."""
+    name, namespace = pod["metadata"]["name"], pod["metadata"]["namespace"]
+    patch = {"status": status}
+    answer = await CoreV1Api(api).patch_namespaced_pod_status(name, namespace, patch, _preload_content=False)
+    _done(answer)

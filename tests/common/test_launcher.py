@@ -24,12 +24,13 @@ ENV_DUMP = 'echo "NODE_RANK=$NODE_RANK RANK_AFTER_ACC=$RANK_AFTER_ACC MASTER_ADD
 ENV_DUMP += 'WORLD_SIZE=$WORLD_SIZE RANK_TABLE_FILE=$RANK_TABLE_FILE ARGS=$*"'
 
 
-def completed_table(pods: list[str], *, host_network: bool = False) -> dict[str, Any]:
+def completed_table(pods: list[str], *, host_network: bool = False, pod_ips: bool = True) -> dict[str, Any]:
+    """A completed table as the controller writes it: a hostNetwork pod's container_ip is its node's IP."""
     servers = []
     for rank in range(len(pods)):
         server: dict[str, Any] = {"server_id": f"192.168.0.{rank + 10}", "host_ip": f"192.168.0.{rank + 10}"}
-        if not host_network:
-            server["container_ip"] = f"172.16.0.{rank + 10}"
+        if pod_ips:
+            server["container_ip"] = f"192.168.0.{rank + 10}" if host_network else f"172.16.0.{rank + 10}"
         server["device"] = [
             {"device_id": str(d), "device_ip": f"10.0.{rank}.{d}", "rank_id": str(rank * 2 + d)} for d in range(2)
         ]
@@ -85,12 +86,43 @@ def test_completed_table_exports_the_routed_rank_and_execs_the_command(tmp_path:
     )
 
 
-def test_host_network_pods_use_the_host_ip_of_rank_zero(tmp_path: Path) -> None:
+def test_host_network_pods_use_the_node_ip_the_table_names_as_container_ip(tmp_path: Path) -> None:
     write_mount(tmp_path, completed_table(PODS, host_network=True), {p: i for i, p in enumerate(PODS)})
     result = run_launcher(tmp_path, "job-worker-0")
     assert result.returncode == 0, result.stderr
     assert "NODE_RANK=0 " in result.stdout
     assert "MASTER_ADDR=192.168.0.10 " in result.stdout
+
+
+def test_a_completed_table_without_the_rank_zero_pod_ip_never_falls_back_to_the_host_ip(tmp_path: Path) -> None:
+    write_mount(tmp_path, completed_table(PODS, pod_ips=False), {p: i for i, p in enumerate(PODS)})
+    started = time.monotonic()
+    result = run_launcher(tmp_path, "job-worker-1", timeout=1)
+    assert result.returncode == 1
+    assert time.monotonic() - started >= 1, "it waits for the pod IP first"
+    assert result.stdout == "", "the command never runs with a guessed MASTER_ADDR"
+    assert "its rank-0 server (192.168.0.10) has no container_ip after 1s" in result.stderr
+    assert "MASTER_ADDR must be the rank-0 pod's IP" in result.stderr
+
+
+def test_the_rank_zero_pod_ip_written_during_the_wait_releases_the_launcher(tmp_path: Path) -> None:
+    ranks = {p: i for i, p in enumerate(PODS)}
+    write_mount(tmp_path, completed_table(PODS, pod_ips=False), ranks)
+    env = {"PATH": os.environ["PATH"], "POD_NAME": "job-worker-2", "RINGROUTE_LAUNCHER_TIMEOUT": "20"}
+    env["RINGROUTE_LAUNCHER_POLL"] = "1"
+    process = subprocess.Popen(
+        [dash(), str(tmp_path / "ringroute-launcher.sh"), "--", "sh", "-c", ENV_DUMP, "cmd"],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    time.sleep(1.2)
+    assert process.poll() is None, "still waiting for the rank-0 pod IP"
+    write_mount(tmp_path, completed_table(PODS), ranks)
+    out, err = process.communicate(timeout=15)
+    assert process.returncode == 0, err
+    assert "MASTER_ADDR=172.16.0.10 " in out
 
 
 def test_initializing_table_times_out_with_a_clear_message(tmp_path: Path) -> None:

@@ -1,5 +1,5 @@
 """The shared fake API server answers the way a kube-apiserver does: certificate resources, ownerReferences and
-their garbage collection, the admission chain."""
+their garbage collection, the admission chain, a pod's status and binding subresources."""
 
 from __future__ import annotations
 
@@ -8,10 +8,12 @@ import json
 from collections.abc import AsyncIterator
 from typing import Any
 
+import aiohttp
 import pytest
 
 from emulation.apiserver import AdmissionWebhook, FakeApiServer, Fault
-from webhook.kube.client import CONFIGMAPS, JOBS, ConflictError, KubeError, KubeRepository
+from emulation.cluster import NS, annotate_pod, bind_pod, create_pod, make_pod, report_pod_status
+from webhook.kube.client import CONFIGMAPS, JOBS, PODS, ConflictError, KubeError, KubeRepository
 from webhook.kube.self_signed import MUTATING_WEBHOOKS, SECRETS
 
 CONFIGURATION: dict[str, Any] = {"metadata": {"name": "ringroute"}, "webhooks": [{"name": "a.ringroute.io"}]}
@@ -182,3 +184,27 @@ async def test_the_admission_chain_patches_in_order_and_a_denial_or_a_dry_run_st
         ("CREATE", "b", False),
         ("CREATE", "c", True),
     ]
+
+
+async def test_a_pods_status_and_node_change_only_through_its_status_and_binding_subresources(
+    server: FakeApiServer, repository: KubeRepository
+) -> None:
+    job = await server.apply("jobs", {"metadata": {"name": "j", "namespace": NS}})
+    pod = make_pod(job, 0, "npu-3")
+    await create_pod(repository.api, pod)
+    stored = server.get("pods", NS, "j-worker-0")
+    assert stored is not None
+    assert stored["status"] == {"phase": "Pending"}, "a created pod's status is the API server's"
+    assert "nodeName" not in stored["spec"]
+    await bind_pod(repository.api, pod, "npu-3")
+    with pytest.raises(aiohttp.ClientResponseError) as bound_twice:
+        await bind_pod(repository.api, pod, "npu-4")
+    assert bound_twice.value.status == 409
+    await annotate_pod(repository.api, pod, {"a": "1"})
+    await repository.patch_object(PODS, NS, "j-worker-0", {"status": {"podIP": "10.9.9.9"}})
+    await report_pod_status(repository.api, pod, {"phase": "Running", "hostIP": "192.168.0.4"})
+    stored = server.get("pods", NS, "j-worker-0")
+    assert stored is not None
+    assert stored["spec"]["nodeName"] == "npu-3"
+    assert stored["metadata"]["annotations"]["a"] == "1"
+    assert stored["status"] == {"phase": "Running", "hostIP": "192.168.0.4"}, "only pods/status writes the status"

@@ -70,22 +70,51 @@ server_field() {
     printf '%s\n' "$1" | sed 's/"device":\[[^]]*\]//' | sed -n "s/.*\"$2\":\"\([^\"]*\)\".*/\1/p"
 }
 
+# The completed table as the command gets it: sets $effective (a table too large for a ConfigMap is stored
+# gzip-compressed next to the status file), $server_count, $master (the rank-0 entry) and $master_addr.
+read_table() {
+    effective=$table
+    if [ -f "$table.gz" ] && ! compact "$table" | grep -q '"server_list"'; then
+        work_dir=${RINGROUTE_WORK_DIR:-${TMPDIR:-/tmp}}
+        gzip -dc <"$table.gz" >"$work_dir/jobstart_hccl.json" || fail "cannot decompress $table.gz into $work_dir"
+        effective=$work_dir/jobstart_hccl.json
+    fi
+    server_count=$(compact "$effective" | sed -n 's/.*"server_count":"\([0-9]*\)".*/\1/p')
+    master=$(first_server "$effective")
+    # Only the rank-0 pod's own IP: its node's IP reaches nothing on the pod network. ringroute writes the
+    # node's IP here for hostNetwork pods, whose pod IP it is.
+    master_addr=$(server_field "$master" container_ip)
+}
+
 waited=0
 status=
 rank=
+server_count=
+master_addr=
 while :; do
     status=$(table_status)
+    rank=
+    master_addr=
     if [ "$status" = completed ]; then
         rank=$(node_rank)
         if [ -n "$rank" ]; then
-            break
+            read_table
+            if [ -n "$server_count" ] && [ -n "$master_addr" ]; then
+                break
+            fi
         fi
     fi
     if [ "$waited" -ge "$timeout" ]; then
         if [ "$status" != completed ]; then
             fail "rank table $table still says status '${status:-unreadable}' after ${timeout}s; check the RankTablePending events of the job (kubectl describe vcjob) or raise RINGROUTE_LAUNCHER_TIMEOUT"
         fi
-        fail "rank table is completed but $ranks_file has no entry for pod $POD_NAME after ${timeout}s; the table was planned for other pods, check the job's RankTable events"
+        if [ -z "$rank" ]; then
+            fail "rank table is completed but $ranks_file has no entry for pod $POD_NAME after ${timeout}s; the table was planned for other pods, check the job's RankTable events"
+        fi
+        if [ -z "$server_count" ]; then
+            fail "rank table $effective is completed but has no server_count after ${timeout}s; the ConfigMap was edited by hand?"
+        fi
+        fail "rank table $effective is completed but its rank-0 server ($(server_field "$master" server_id)) has no container_ip after ${timeout}s; MASTER_ADDR must be the rank-0 pod's IP and the node's IP reaches no pod-network pod, so none is guessed. ringroute writes container_ip once the pod has its IP: check the job's RankTable events; a table written by hand or by an older release needs it"
     fi
     sleep "$interval"
     waited=$((waited + interval))
@@ -94,26 +123,7 @@ done
 case $rank in
     *[!0-9]*) fail "$ranks_file: node rank of pod $POD_NAME is not a number: '$rank'" ;;
 esac
-
-# A table too large for a ConfigMap is stored gzip-compressed next to the status file.
-if [ -f "$table.gz" ] && ! compact "$table" | grep -q '"server_list"'; then
-    work_dir=${RINGROUTE_WORK_DIR:-${TMPDIR:-/tmp}}
-    gzip -dc <"$table.gz" >"$work_dir/jobstart_hccl.json" || fail "cannot decompress $table.gz into $work_dir"
-    table=$work_dir/jobstart_hccl.json
-fi
-
-server_count=$(compact "$table" | sed -n 's/.*"server_count":"\([0-9]*\)".*/\1/p')
-master=$(first_server "$table")
-master_addr=$(server_field "$master" container_ip)
-if [ -z "$master_addr" ]; then
-    master_addr=$(server_field "$master" host_ip)
-fi
-if [ -z "$master_addr" ]; then
-    master_addr=$(server_field "$master" server_id)
-fi
-if [ -z "$server_count" ] || [ -z "$master_addr" ]; then
-    fail "rank table $table is completed but has no server_count or rank-0 server address; the ConfigMap was edited by hand?"
-fi
+table=$effective
 
 RANK_AFTER_ACC=$rank
 NODE_RANK=$rank

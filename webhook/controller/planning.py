@@ -3,22 +3,26 @@ completed ConfigMap data (planned with the planner, or in pod-index order)."""
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import math
 import time
-from collections.abc import Callable, Container, Mapping, Sequence
+from collections.abc import Callable, Container, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from planner import (
     InputError,
     Placement,
+    PlacementProblem,
     PlacementReadout,
     PlanResult,
+    Server,
     Topology,
     build_rank_table,
     plan_ranks,
+    read_placement,
     render_rank_table,
     render_ranks_env,
     topology_from_hypernodes,
@@ -93,6 +97,114 @@ def placement_fingerprint(placement: Placement, job_uid: str, job_version: str, 
     for server in placement.servers:
         digest.update(repr(server).encode())
     return digest.hexdigest()[:32]
+
+
+WAIT_KINDS = frozenset({"missing-pods", "unbound", "missing-annotation", "device-failed", "missing-pod-ip"})
+"""Placement problems that resolve themselves (Volcano, the scheduler, the device plugin or kubelet is not done
+yet); every other kind needs someone to fix the pods, the device plugin or the nodes."""
+
+
+def with_pod_addresses(
+    placement: Placement, pods: Iterable[Mapping[str, Any]]
+) -> tuple[Placement, tuple[PlacementProblem, ...]]:
+    """The placement with every server's `container_ip`, or the pods still waiting for an IP.
+
+    A pod on the pod network needs its `status.podIP`: the table's `container_ip` and, for rank 0, the launcher's
+    MASTER_ADDR (the node's IP reaches no other pod there). The device plugin annotates a pod before kubelet has
+    started its sandbox, so a placement can be complete while pod IPs are still missing. A `hostNetwork` pod's IP is
+    its node's IP (what kubelet reports as its podIP), so it never waits.
+    """
+    by_name = {str((p.get("metadata") or {}).get("name", "")): p for p in pods}
+    servers: list[Server] = []
+    problems: list[PlacementProblem] = []
+    for server in placement.servers:
+        pod = by_name.get(server.pod_name) or {}
+        host_network = (pod.get("spec") or {}).get("hostNetwork") is True
+        address = server.pod_ip
+        if address is None and host_network:
+            address = (pod.get("status") or {}).get("hostIP") or server.host_ip
+        if address:
+            servers.append(server if address == server.pod_ip else dataclasses.replace(server, pod_ip=str(address)))
+            continue
+        pod_id = f"{(pod.get('metadata') or {}).get('namespace') or placement.namespace}/{server.pod_name}"
+        if host_network:
+            field, detail = (
+                "status.hostIP",
+                f"not set yet on this hostNetwork pod; wait for kubelet on {server.node_name}",
+            )
+        else:
+            field = "status.podIP"
+            detail = (
+                "not set yet; the table's container_ip (and MASTER_ADDR for rank 0) needs it: wait for kubelet "
+                f"and the network plugin to start the pod on node {server.node_name}"
+            )
+        problems.append(PlacementProblem("missing-pod-ip", pod_id, field, detail))
+    if problems:
+        return placement, tuple(problems)
+    return dataclasses.replace(placement, servers=tuple(servers)), ()
+
+
+def read_job_placement(
+    pods: Sequence[Mapping[str, Any]],
+    *,
+    annotation_keys: Sequence[str],
+    resource_name: str,
+    expected_pods: int,
+    job_name: str,
+    job_uid: str | None,
+    job_version: str | None,
+    task_order: Sequence[str],
+) -> PlacementReadout:
+    """The job's placement as `read_placement` reads it, with every server's pod IP (`with_pod_addresses`).
+
+    Never raises for what pods hold: a pod the planner cannot read becomes a problem of that pod, so a reconcile
+    reports it in an Event instead of failing (and retrying) on it.
+    """
+
+    def read(chosen: Sequence[Mapping[str, Any]], expected: int | None) -> PlacementReadout:
+        return read_placement(
+            chosen,
+            annotation_keys=annotation_keys,
+            resource_name=resource_name,
+            expected_pods=expected,
+            job_name=job_name,
+            job_uid=job_uid,
+            job_version=job_version,
+            task_order=task_order,
+        )
+
+    try:
+        readout = read(pods, expected_pods)
+    except ValueError as exc:
+        problems: list[PlacementProblem] = []
+        for pod in pods:  # find the pods that cannot be read, to name them
+            try:
+                read([pod], None)
+            except ValueError as single:
+                meta = pod.get("metadata") or {}
+                problems.append(
+                    PlacementProblem(
+                        "unreadable-pod",
+                        f"{meta.get('namespace')}/{meta.get('name')}",
+                        "metadata",
+                        f"cannot be read ({type(single).__name__}: {single}); check its volcano.sh labels and "
+                        "the device plugin's annotation",
+                    )
+                )
+        if not problems:
+            problems.append(PlacementProblem("unreadable-pod", None, "pods", f"{type(exc).__name__}: {exc}"))
+        return PlacementReadout(None, tuple(problems), ())
+    if readout.placement is None or readout.problems:
+        return readout
+    placement, waiting = with_pod_addresses(readout.placement, pods)
+    if waiting:
+        return PlacementReadout(None, waiting, readout.ignored_pods)
+    return PlacementReadout(placement, (), readout.ignored_pods)
+
+
+def needs_a_fix(readout: PlacementReadout) -> bool:
+    """Whether a problem of the readout will not go away by waiting (the Event is then a Warning)."""
+    return any(problem.kind not in WAIT_KINDS for problem in readout.problems)
 
 
 def pending_summary(readout: PlacementReadout, expected: int, limit: int = 6) -> str:
@@ -302,10 +414,14 @@ __all__ = [
     "Planned",
     "fixed_ranks_from_record",
     "npu_task_replicas",
+    "needs_a_fix",
     "pending_summary",
     "placement_fingerprint",
     "plan_table",
     "pod_index_order",
     "rank_table_profile",
+    "read_job_placement",
     "wants_route_plan",
+    "with_pod_addresses",
+    "WAIT_KINDS",
 ]

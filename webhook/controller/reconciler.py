@@ -17,12 +17,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from planner import (
-    InputError,
-    PlacementReadout,
-    Topology,
-    read_placement,
-)
+from planner import InputError, PlacementReadout, Topology
 from webhook.common.metrics import Metrics
 from webhook.common.names import (
     DATA_HASH_ANNOTATION,
@@ -48,11 +43,13 @@ from webhook.controller.planning import (
     build_topology,
     configmap_job_key,
     is_orphan,
+    needs_a_fix,
     npu_task_replicas,
     pending_summary,
     placement_fingerprint,
     plan_table,
     rank_table_profile,
+    read_job_placement,
     wants_route_plan,
 )
 from webhook.kube.client import (
@@ -333,7 +330,7 @@ class Controller:
         configmap = self.configmaps.store.get(cm_key)
 
         pods = [self.pods.store[k] for k in sorted(self._pods_by_job.get(key, ())) if k in self.pods.store]
-        readout = read_placement(
+        readout = read_job_placement(
             pods,
             annotation_keys=profile.device_annotation_keys,
             resource_name=profile.resource_name,
@@ -481,7 +478,9 @@ class Controller:
         if message != memory.pending_message and now - memory.pending_at >= self.pending_event_interval_s:
             memory.pending_message = message
             memory.pending_at = now
-            await self._event(job, written, "RankTablePending", message, "Normal")
+            await self._event(
+                job, written, "RankTablePending", message, "Warning" if needs_a_fix(readout) else "Normal"
+            )
 
     async def _reset_to_initializing(
         self, job: Obj, profile: AcceleratorProfile, configmap: Obj | None, status: str | None
