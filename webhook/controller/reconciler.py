@@ -71,6 +71,9 @@ log = logging.getLogger("ringroute.controller")
 POD_SELECTOR = f"{RING_LABEL},{JOB_NAME_LABEL}"
 MAX_DEBOUNCE_FACTOR = 10
 """A job that keeps changing is still reconciled at least every MAX_DEBOUNCE_FACTOR x debounce."""
+CRASH_RETRIES = 4
+"""A reconcile that fails unexpectedly is retried this many times with backoff, then only on the next change of
+the job, its pods or its ConfigMap: the same input would fail the same way."""
 
 
 # -- the controller ----------------------------------------------------------------------------------------------
@@ -228,9 +231,8 @@ class Controller:
             except KubeError as exc:
                 retry = self._backoff(key)
                 log.warning("event=reconcile_failed job=%s error=%s retry_s=%.2f", key, exc, retry)
-            except Exception:
-                retry = self._backoff(key)
-                log.exception("event=reconcile_crashed job=%s retry_s=%.2f", key, retry)
+            except Exception as exc:
+                retry = await self._crashed(key, exc)
             else:
                 if key in self._memory:
                     self._memory[key].failures = 0
@@ -239,6 +241,26 @@ class Controller:
                 self.metrics.reconcile_latency.observe(time.perf_counter() - started)
             if retry is not None:
                 self.queue.add(key, retry)
+
+    async def _crashed(self, key: str, exc: Exception) -> float | None:
+        """A reconcile failed unexpectedly (nothing was written): say so on the job, retry a few times only."""
+        memory = self._memory.setdefault(key, _JobMemory())
+        retry: float | None = self._backoff(key)
+        if memory.failures > CRASH_RETRIES:
+            retry = None
+        log.error("event=reconcile_crashed job=%s failures=%d retry_s=%s", key, memory.failures, retry, exc_info=exc)
+        job = self.jobs.store.get(key)
+        message = (
+            f"reconcile failed unexpectedly ({type(exc).__name__}: {exc}); nothing was written, the rank-table "
+            "ConfigMap stays as it is and the job is reconciled again when it or its pods change. Please report "
+            "this with the ringroute controller's log"
+        )
+        if job is not None and message != memory.failed_message:
+            memory.failed_message = message
+            configmap_key = self._configmap_key(job)
+            configmap = self.configmaps.store.get(configmap_key) if configmap_key else None
+            await self._event(job, configmap, "RankTableFailed", message, "Warning")
+        return retry
 
     def _backoff(self, key: str) -> float:
         memory = self._memory.setdefault(key, _JobMemory())
@@ -358,12 +380,14 @@ class Controller:
         version_text = job_version or ""
         fingerprint = placement_fingerprint(placement, uid, version_text, route_plan)
         owner = job_owner_reference(job)
+        configmap_fingerprint = None
         if configmap is not None:
             annotations = (configmap.get("metadata") or {}).get("annotations") or {}
+            configmap_fingerprint = annotations.get(FINGERPRINT_ANNOTATION)
             current_sha = payload_hash(configmap.get("data"), configmap.get("binaryData"))
             if (
                 status == "completed"
-                and annotations.get(FINGERPRINT_ANNOTATION) == fingerprint
+                and configmap_fingerprint == fingerprint
                 and annotations.get(DATA_HASH_ANNOTATION) == current_sha
                 and owned_by(configmap, owner)
             ):
@@ -385,8 +409,13 @@ class Controller:
             )
         except (ConfigMapTooLargeError, InputError) as exc:
             self.metrics.plans.labels("failed").inc()
-            written = await self._reset_to_initializing(job, profile, configmap, status)
             message = str(exc)
+            if status == "completed" and configmap_fingerprint == fingerprint:
+                # Completed earlier for these very pods (an older release, or before an edit): still right.
+                written = configmap
+                message += "; the table completed earlier for these pods stays"
+            else:
+                written = await self._reset_to_initializing(job, profile, configmap, status)
             if message != memory.failed_message:
                 memory.failed_message = message
                 await self._event(job, written, "RankTableFailed", message, "Warning")
