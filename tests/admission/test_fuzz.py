@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import base64
 import http.client
 import ssl
 import threading
@@ -17,7 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from certs import ServingCertificates
-from tests.support.admission import damaged_jobs, json_values, review
+from tests.support.admission import bare_job, damaged_jobs, json_values, review
 from webhook.admission.server import admission_app
 from webhook.common.metrics import Metrics
 from webhook.common.settings import Settings
@@ -116,3 +117,37 @@ def test_any_review_gets_a_4xx_or_a_valid_answer_with_the_uid(
     if not response["allowed"]:
         assert response["status"]["code"] in (403, 422)
         assert response["status"]["message"]
+
+
+npu_quantities = (
+    st.text(alphabet="0123456789.+-eEmkKMGTPin ²٨８", max_size=10)
+    | st.text(max_size=6)
+    | st.integers(-(2**63), 2**64 - 1)
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.builds(lambda digit, n: digit * n, st.sampled_from("18²٨"), st.integers(300, 6000))
+    | st.builds(lambda n: f"1e{n}", st.integers(-5000, 5000))
+)
+
+
+@settings(
+    max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture]
+)
+@given(request=st.none() | npu_quantities, limit=npu_quantities)
+def test_no_npu_quantity_gets_a_500_or_a_mutation_without_its_additions(
+    request: Any, limit: Any, connection: http.client.HTTPSConnection
+) -> None:
+    job = bare_job()
+    resources = job["spec"]["tasks"][0]["template"]["spec"]["containers"][0]["resources"]
+    resources["limits"]["huawei.com/ascend-1980"] = limit
+    if request is not None:
+        resources["requests"] = {"huawei.com/ascend-1980": request}
+    body = orjson.dumps(review(job, uid="q"))
+    status, raw = post(connection, "/jobs/validate", body)
+    assert status == 200, raw
+    response = orjson.loads(raw)["response"]
+    assert response["allowed"] or response["status"]["code"] in (403, 422), response
+    status, raw = post(connection, "/jobs/mutate", body)
+    assert status == 200, raw
+    response = orjson.loads(raw)["response"]
+    assert response["allowed"] is True
+    assert len(orjson.loads(base64.b64decode(response["patch"]))) > 3, "the additions are never skipped"

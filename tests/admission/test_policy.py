@@ -172,7 +172,8 @@ def test_fractional_card_quantity_is_denied(documented_job: dict[str, Any], sett
     container(documented_job)["resources"] = {"limits": {"huawei.com/ascend-1980": "500m"}}
     assert messages(documented_job, settings) == [
         'spec.tasks[0].template.spec.containers[0].resources.limits[huawei.com/ascend-1980]: Invalid value: "500m": '
-        "must be a whole number of cards (1, 2, 4, 8)"
+        'container "mindspore": the card count must be a whole number (the device plugin allocates whole cards); '
+        "request one of 1, 2, 4, 8 per pod"
     ]
 
 

@@ -13,8 +13,8 @@ import pytest
 from tests.support.admission import apply_ops, bare_job, container, mutate
 from webhook.admission.policy import validate
 from webhook.admission.policy.naming import is_qualified_name
-from webhook.admission.policy.quantity import parse_quantity
 from webhook.admission.policy.volcano_release import configured_release, strict_partition_min_available
+from webhook.admission.quantity import parse_quantity
 from webhook.common.settings import Settings, VolcanoSettings
 
 Build = Callable[..., dict[str, Any]]

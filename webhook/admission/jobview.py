@@ -12,6 +12,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
+from webhook.admission.quantity import card_count
 from webhook.common.names import LAUNCHER_ANNOTATION, LAUNCHER_KEY, RING_LABEL, ROUTE_PLAN_ANNOTATION, ROUTE_PLAN_ENV
 from webhook.common.settings import AcceleratorProfile, Settings
 
@@ -76,16 +77,10 @@ def is_true(value: str | None) -> bool:
 
 
 def parse_cards(quantity: Any) -> int | None:
-    """A card count from a resource quantity ("8", 8), or None when it is not a whole number."""
-    if isinstance(quantity, bool):
-        return None
-    if isinstance(quantity, int):
-        return quantity
-    if isinstance(quantity, float) and quantity.is_integer():
-        return int(quantity)
-    if isinstance(quantity, str) and quantity.strip().isdigit():
-        return int(quantity.strip())
-    return None
+    """A card count from a resource quantity ("8", 8, "8000m"), or None when it is not a whole number of cards
+    (`card_count` says why)."""
+    count = card_count(quantity)
+    return count if isinstance(count, int) else None
 
 
 def escape_pointer(token: str) -> str:
@@ -114,6 +109,8 @@ class ContainerView(NamedTuple):
     """The container asks for cards of the job's accelerator."""
     cards: int | None
     """Cards this container gets: limits win (requests default to them), None when not a whole number."""
+    cards_problem: str | None
+    """Why the quantity `cards` comes from is not a whole number of cards (None when it is, or no NPU)."""
 
 
 class TaskView(NamedTuple):
@@ -216,6 +213,8 @@ def _container_views(
             resources = as_mapping(container.get("resources"))
             request = as_mapping(resources.get("requests")).get(resource)
             limit = as_mapping(resources.get("limits")).get(resource)
+        quantity = limit if limit is not None else request
+        cards = card_count(quantity) if quantity is not None else None
         views.append(
             ContainerView(
                 container=container,
@@ -227,7 +226,8 @@ def _container_views(
                 env=as_mappings(container.get("env")),
                 mounts=as_mappings(container.get("volumeMounts")),
                 is_npu=request is not None or limit is not None,
-                cards=parse_cards(limit if limit is not None else request),
+                cards=cards if isinstance(cards, int) else None,
+                cards_problem=cards if isinstance(cards, str) else None,
             )
         )
     return tuple(views)

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from webhook.admission.jobview import JobView, parse_cards
-from webhook.admission.policy.violation import Violation
+from webhook.admission.jobview import ContainerView, JobView, parse_cards
+from webhook.admission.policy.violation import Violation, render_value
+from webhook.admission.quantity import card_count
 from webhook.common.settings import Settings
 
 REQUESTS_EQUAL_LIMITS = "npu-requests-equal-limits"
@@ -12,6 +13,12 @@ CARD_COUNT = "npu-card-count"
 
 def _resource_field(container_field: str, where: str, resource: str) -> str:
     return f"{container_field}.resources.{where}[{resource}]"
+
+
+def _differ(request: object, limit: object) -> bool:
+    """Both are whole card counts and differ (a quantity that is not one is check_card_count's finding)."""
+    requested, limited = parse_cards(request), parse_cards(limit)
+    return requested is not None and limited is not None and requested != limited
 
 
 def check_requests_equal_limits(job: JobView, _settings: Settings) -> list[Violation]:
@@ -35,9 +42,7 @@ def check_requests_equal_limits(job: JobView, _settings: Settings) -> list[Viola
                         REQUESTS_EQUAL_LIMITS,
                     )
                 )
-            elif container.npu_request is not None and parse_cards(container.npu_request) != parse_cards(
-                container.npu_limit
-            ):
+            elif container.npu_request is not None and _differ(container.npu_request, container.npu_limit):
                 found.append(
                     Violation(
                         _resource_field(container.field, "limits", resource),
@@ -51,30 +56,38 @@ def check_requests_equal_limits(job: JobView, _settings: Settings) -> list[Viola
     return found
 
 
+def _named(container: ContainerView) -> str:
+    name = container.container.get("name")
+    return f"container {render_value(name)}" if isinstance(name, str) and name else "this container"
+
+
 def check_card_count(job: JobView, _settings: Settings) -> list[Violation]:
-    """Each NPU pod takes an allowed number of cards, never more than a node has."""
+    """Each NPU quantity is a whole number of cards (as Kubernetes reads quantities: "8" and "8000m" are 8); each
+    NPU pod takes an allowed number of cards, never more than a node has."""
     profile = job.profile
     if profile is None:
         return []
     allowed = ", ".join(str(c) for c in profile.allowed_cards)
     found: list[Violation] = []
     for task in job.tasks:
+        for container in (*task.containers, *task.init_containers):
+            if not container.is_npu:
+                continue
+            for where, quantity in (("requests", container.npu_request), ("limits", container.npu_limit)):
+                count = card_count(quantity) if quantity is not None else None
+                if isinstance(count, str):
+                    found.append(
+                        Violation(
+                            _resource_field(container.field, where, profile.resource_name),
+                            "Invalid",
+                            quantity,
+                            f"{_named(container)}: the card count {count}; request one of {allowed} per pod",
+                            CARD_COUNT,
+                        )
+                    )
         npu = task.npu_containers
         if not npu:
             continue
-        for container in npu:
-            quantity = container.npu_limit if container.npu_limit is not None else container.npu_request
-            if parse_cards(quantity) is None:
-                where = "limits" if container.npu_limit is not None else "requests"
-                found.append(
-                    Violation(
-                        _resource_field(container.field, where, profile.resource_name),
-                        "Invalid",
-                        quantity,
-                        f"must be a whole number of cards ({allowed})",
-                        CARD_COUNT,
-                    )
-                )
         cards = task.cards_per_pod
         if cards is None or cards in profile.allowed_cards:
             continue
@@ -85,8 +98,8 @@ def check_card_count(job: JobView, _settings: Settings) -> list[Violation]:
             path = f"{task.field}.template.spec.containers"
         if cards > profile.cards_per_node:
             detail = (
-                f"a {profile.label_value} node has {profile.cards_per_node} cards, a pod cannot take {cards}; "
-                f"request one of {allowed} per pod and raise replicas instead"
+                f"a {profile.label_value} node has {profile.cards_per_node} cards, a pod cannot take "
+                f"{render_value(cards)}; request one of {allowed} per pod and raise replicas instead"
             )
         else:
             detail = f"a pod must take one of {allowed} cards (got {cards}); round to an allowed count"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -54,14 +55,29 @@ class Violation:
         return _CAUSE_REASON[self.reason]
 
 
+MAX_RENDERED_VALUE = 200
+"""Longest value shown in a message; a longer one is cut and its length given (a denial never echoes megabytes)."""
+
+
 def render_value(value: Any) -> str:
-    """A value as field errors show it: strings quoted, numbers bare, structures as compact JSON."""
+    """A value as field errors show it: strings quoted, numbers bare, structures as compact JSON; cut to
+    MAX_RENDERED_VALUE characters."""
+    text = _rendered(value)
+    if len(text) <= MAX_RENDERED_VALUE:
+        return text
+    return f"{text[: MAX_RENDERED_VALUE // 2]}... ({len(text):,} characters)"
+
+
+def _rendered(value: Any) -> str:
     if isinstance(value, str):
         return orjson.dumps(value).decode()
     if value is None:
         return "null"
     if isinstance(value, bool):
         return "true" if value else "false"
+    if isinstance(value, int) and abs(value) >= 10**MAX_RENDERED_VALUE:
+        # repr() refuses integers above 4,300 digits
+        return f"a number of about {int(value.bit_length() * math.log10(2)) + 1:,} digits"
     if isinstance(value, int | float):
         return repr(value)  # orjson refuses integers beyond 64 bits
     try:

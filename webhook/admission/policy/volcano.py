@@ -18,7 +18,6 @@ from typing import Any
 
 from webhook.admission.jobview import JobView, TaskView, as_int, as_list, as_mapping, as_mappings, as_str
 from webhook.admission.policy.naming import NAME_MAX, is_dns_label, is_dns_subdomain, is_qualified_name, task_name
-from webhook.admission.policy.quantity import ceil, parse_quantity
 from webhook.admission.policy.violation import Reason, Violation, quoted
 from webhook.admission.policy.volcano_release import (
     HIERARCHICAL_QUEUES,
@@ -32,6 +31,7 @@ from webhook.admission.policy.volcano_release import (
     release_text,
     strict_partition_min_available,
 )
+from webhook.admission.quantity import ceil, parse_quantity
 from webhook.common.settings import Settings
 
 COUNTS = "volcano-counts"

@@ -17,8 +17,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from webhook.admission.jobview import JobView, as_list, as_mapping
-from webhook.admission.policy.quantity import parse_quantity
 from webhook.admission.policy.violation import Violation, render_value
+from webhook.admission.quantity import parse_quantity
 from webhook.common.settings import Settings
 
 UPDATE = "volcano-update"
