@@ -45,10 +45,16 @@ def as_mappings(value: Any) -> tuple[Mapping[str, Any], ...]:
     return tuple([v if type(v) is dict else as_mapping(v) for v in value])
 
 
-@functools.lru_cache(maxsize=4096)
+MAX_CACHED_PATH = 256
+"""Longest path `normal_path` caches: the cache then holds at most 4,096 entries of this size (about 3 MiB), whatever
+clients send; a longer path is normalised each time."""
+
+_normal_paths = functools.lru_cache(maxsize=4096)(posixpath.normpath)
+
+
 def normal_path(path: str) -> str:
-    """`posixpath.normpath`, cached: every container of a job repeats the same few mount paths."""
-    return posixpath.normpath(path)
+    """`posixpath.normpath`, cached for short paths: every container of a job repeats the same few mount paths."""
+    return _normal_paths(path) if len(path) <= MAX_CACHED_PATH else posixpath.normpath(path)
 
 
 def as_str(value: Any) -> str | None:
