@@ -9,6 +9,10 @@ import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
+from packaging.version import Version
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -120,14 +124,74 @@ def test_build_context_holds_the_packages_and_leaves_out_the_rest() -> None:
         return result
 
     _, stages = dockerfile()
-    copied = [arg.split()[0] for kw, arg in stages[0].instructions if kw == "COPY"]
-    for source in [*copied, "README.md"]:
+    copied = [source for kw, arg in stages[0].instructions if kw == "COPY" for source in arg.split()[:-1]]
+    for source in [*copied, "README.md", "constraints.txt"]:
         assert not ignored(source), source
     packages = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"]["find"]
     for include in packages["include"]:
         assert include.rstrip("*") in copied
     for path in (".venv/bin/python", ".git/HEAD", "tests/conftest.py", "webhook/__pycache__/x.pyc"):
         assert ignored(path), path
+
+
+def pyproject() -> dict[str, object]:
+    return tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+
+
+def constraints() -> dict[str, Version]:
+    """constraints.txt as {canonical name: pinned version}; every line must be an exact `name==version` pin."""
+    pins: dict[str, Version] = {}
+    for line in (ROOT / "constraints.txt").read_text(encoding="utf-8").splitlines():
+        if not line.strip() or line.startswith("#"):
+            continue
+        requirement = Requirement(line)
+        (specifier,) = requirement.specifier
+        assert specifier.operator == "==", line
+        assert not requirement.marker, line
+        assert not requirement.extras, line
+        pins[canonicalize_name(requirement.name)] = Version(specifier.version)
+    return pins
+
+
+def test_the_build_backend_is_one_exact_setuptools_that_reads_the_spdx_license_string() -> None:
+    project = pyproject()
+    build_system = project["build-system"]
+    assert isinstance(build_system, dict)
+    (backend,) = [Requirement(r) for r in build_system["requires"]]
+    (specifier,) = backend.specifier
+    assert backend.name == "setuptools"
+    assert specifier.operator == "=="
+    # PEP 639 license expressions: setuptools 77.0.3 and later (the table form is refused from 2027).
+    assert Version(specifier.version) >= Version("77.0.3")
+    metadata = project["project"]
+    assert isinstance(metadata, dict)
+    assert metadata["license"] == "Apache-2.0"
+
+
+def test_the_image_installs_pinned_binary_wheels_with_a_pinned_pip() -> None:
+    args, stages = dockerfile()
+    build = next(s for s in stages if s.name == "build")
+    runs = [arg for kw, arg in build.instructions if kw == "RUN"]
+    assert Version(args["PIP_VERSION"]) >= Version("23.1")
+    assert any('"pip==${PIP_VERSION}"' in run for run in runs)
+    wheel = build.last("RUN") or ""
+    assert "pip wheel" in wheel
+    assert "--constraint constraints.txt" in wheel
+    assert "--only-binary=:all:" in wheel  # nothing compiles, also not under arm64 emulation
+    copied = [source for kw, arg in build.instructions if kw == "COPY" for source in arg.split()[:-1]]
+    assert "constraints.txt" in copied
+
+
+def test_constraints_pin_every_direct_dependency_within_its_range() -> None:
+    pins = constraints()
+    metadata = pyproject()["project"]
+    assert isinstance(metadata, dict)
+    for line in metadata["dependencies"]:
+        requirement = Requirement(line)
+        name = canonicalize_name(requirement.name)
+        assert name in pins, f"{name} is not pinned in constraints.txt"
+        assert requirement.specifier.contains(pins[name]), f"{name}=={pins[name]} is outside {requirement.specifier}"
+    assert "ringroute" not in pins
 
 
 def test_parser_reads_continuations_and_stage_names() -> None:
