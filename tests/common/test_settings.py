@@ -231,7 +231,16 @@ def test_a_key_given_in_both_spellings_is_refused() -> None:
             "profiles[0].mountPath: must be an absolute path, got 'user/config'",
         ),
         ({"controller": []}, "controller: expected a mapping, got a list"),
-        ({"controller": {"namespace": ""}}, "controller.namespace: must not be empty"),
+        (
+            {"controller": {"namespaces": ["team-a", "Team_B"]}},
+            "controller.namespaces[1]: must be a namespace name (at most 63 lowercase letters, digits and '-'), "
+            "got 'Team_B'",
+        ),
+        (
+            {"controller": {"namespaces": ["team-a", "team-a"]}},
+            "controller.namespaces[1]: duplicate namespace 'team-a'",
+        ),
+        ({"controller": {"namespace": "team-a"}}, "controller.namespace: unknown setting; did you mean namespaces?"),
         (
             {"configmapCreateTimeoutS": 10},
             "configmapCreateTimeoutS: unknown setting "

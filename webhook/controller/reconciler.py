@@ -52,6 +52,7 @@ from webhook.controller.planning import (
     read_job_placement,
     wants_route_plan,
 )
+from webhook.controller.watches import namespaced_informer
 from webhook.kube.client import (
     CONFIGMAPS,
     HYPERNODES,
@@ -118,16 +119,16 @@ class Controller:
             else pending_event_interval_s
         )
         self.workers = workers
-        namespace = settings.controller.namespace
+        namespaces = settings.controller.namespaces
         self.queue = DebouncedQueue(
             settings.controller.debounce_s, settings.controller.debounce_s * MAX_DEBOUNCE_FACTOR
         )
         # ConfigMap creation has its own queue, without debounce, so that it never waits behind planning.
         self.creations = DebouncedQueue(0.0, 0.0)
         self._create_failures: dict[str, int] = {}
-        self.jobs = Informer(repo, JOBS, self._on_job, namespace, RING_LABEL)
-        self.pods = Informer(repo, PODS, self._on_pod, namespace, POD_SELECTOR)
-        self.configmaps = Informer(repo, CONFIGMAPS, self._on_configmap, namespace, RING_LABEL)
+        self.jobs = namespaced_informer(repo, JOBS, self._on_job, namespaces, RING_LABEL)
+        self.pods = namespaced_informer(repo, PODS, self._on_pod, namespaces, POD_SELECTOR)
+        self.configmaps = namespaced_informer(repo, CONFIGMAPS, self._on_configmap, namespaces, RING_LABEL)
         self.nodes = Informer(repo, NODES, self._on_topology)
         self.hypernodes: Informer | None = None
         self._pods_by_job: dict[str, set[str]] = {}

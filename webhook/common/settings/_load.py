@@ -21,6 +21,7 @@ from planner import Fabric
 from webhook.common.settings._model import (
     DEFAULT_PROFILES,
     MIN_VOLCANO_RELEASE,
+    NAMESPACE_PATTERN,
     NETWORK_TOPOLOGY_RELEASE,
     AcceleratorProfile,
     ControllerSettings,
@@ -110,7 +111,10 @@ _Key = tuple[str | int, ...]
 """Where a value sits in the tree: snake_case field names and list indexes."""
 _REFUSED: Any = object()
 """A value the reader refused; the field keeps its default so the rest of the tree can still be checked."""
-_PATTERNS = {"^/": "must be an absolute path"}
+_PATTERNS = {
+    "^/": "must be an absolute path",
+    NAMESPACE_PATTERN: "must be a namespace name (at most 63 lowercase letters, digits and '-')",
+}
 """What a string pattern in the settings types means, for messages."""
 
 
@@ -390,6 +394,10 @@ class _Reader:
                     limit = f"1..{self.name(per_node).rpartition('.')[2]} ({profile.cards_per_node})"
                     self.problem(cards, f"every count must be in {limit}, got {outside}")
         controller = settings.controller
+        for i, namespace in enumerate(controller.namespaces):
+            key = ("controller", "namespaces", i)
+            if self.clean(key) and namespace in controller.namespaces[:i]:
+                self.problem(key, f"duplicate namespace {namespace!r}")
         retry = ("controller", "retry_period_s")
         renew = ("controller", "renew_deadline_s")
         lease = ("controller", "lease_duration_s")

@@ -32,6 +32,10 @@ Name = Annotated[str, msgspec.Meta(min_length=1)]
 """A name that must not be empty."""
 AbsolutePath = Annotated[str, msgspec.Meta(pattern="^/")]
 """A path from the root of a node or a container."""
+NAMESPACE_PATTERN = "^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$"
+"""A Kubernetes namespace name: an RFC 1123 label."""
+NamespaceName = Annotated[str, msgspec.Meta(pattern=NAMESPACE_PATTERN)]
+"""The name of a namespace."""
 
 
 class HostPathVolume(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
@@ -154,8 +158,9 @@ class ControllerSettings(msgspec.Struct, frozen=True, forbid_unknown_fields=True
 
     enabled: bool = True
     """Run the controller (every replica still serves admission)."""
-    namespace: Name | None = None
-    """Watch one namespace; None watches all."""
+    namespaces: tuple[NamespaceName, ...] = ()
+    """Namespaces whose jobs the controller manages, each watched on its own (so RBAC may grant only these); empty
+    manages every namespace."""
     debounce_s: ZeroOrMore = 0.2
     """Wait this long after the last change to a job before reconciling it."""
     lease_name: Name = "ringroute-controller"
