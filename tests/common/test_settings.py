@@ -244,7 +244,7 @@ def test_a_key_given_in_both_spellings_is_refused() -> None:
         (
             {"configmapCreateTimeoutS": 10},
             "configmapCreateTimeoutS: unknown setting "
-            "(known: profiles, policy, topology, planning, controller, extender, volcano)",
+            "(known: profiles, policy, topology, planning, controller, extender, volcano, admission)",
         ),
     ],
 )

@@ -37,6 +37,8 @@ from webhook.admission.jobview import (
     unwrap_launcher,
 )
 from webhook.admission.policy.route_plan import has_hostname_anti_affinity
+from webhook.admission.policy.size import job_bytes, limit_bytes, too_large_after_mutation
+from webhook.admission.policy.violation import Violation
 from webhook.admission.policy.volcano_plugins import plugins_of, rank_table_writer
 from webhook.admission.policy.volcano_release import VENDOR_CONFIGMAP_PLUGIN
 from webhook.admission.review import JsonPatchOperation
@@ -84,6 +86,12 @@ _PLUGIN_POINTER = "/spec/plugins/" + escape_pointer(VENDOR_CONFIGMAP_PLUGIN)
 _FIELD_ENV = (("POD_NAME", "metadata.name"), ("POD_IP", "status.podIP"), ("HOST_IP", "status.hostIP"))
 _MISSING: Any = object()
 
+COPY_BUDGET_BYTES = 3 * 2**20
+"""Most bytes the `copy` ops of one patch may copy: kube-apiserver refuses a patch that copies more
+(`JSONPatchMaxCopyBytes`, 3 MiB). Past it, twin tasks get their own `add` ops."""
+_OP_OVERHEAD = 4
+"""Bytes an add adds besides its value and member name (quotes, colon, comma), for the size estimate."""
+
 
 def add(path: str, value: Any) -> PatchOp:
     """An RFC 6902 `add` operation."""
@@ -113,6 +121,8 @@ class Mutation:
 
     ops: list[PatchOp] = field(default_factory=list)
     warnings: tuple[str, ...] = ()
+    denial: Violation | None = None
+    """Set when the job with ringroute's additions would be over `admission.maxJobKib` (then `ops` is empty)."""
 
 
 def pointer(*tokens: str | int) -> str:
@@ -162,6 +172,12 @@ class _Patch:
 
     ops: list[PatchOp] = field(default_factory=list)
     injected: set[str] = field(default_factory=set)
+    growth: int = 0
+    """Bytes the ops add to the job (estimated from their values)."""
+    copied: int = 0
+    """Bytes the `copy` ops copy."""
+    stopped: bool = False
+    """The walk stopped: the job grew over the size limit."""
 
     def add(self, path: str, value: Any, what: str) -> None:
         """One `add`, recorded under `what`."""
@@ -381,18 +397,51 @@ def _template_key(task: TaskView) -> bytes | None:
         return None
 
 
-def _copy_twin_ops(patch: _Patch, twin: tuple[str, int, int], pointer: str) -> bool:
-    """Append copies of the ops `patch.ops[start:end]` of the task at `root`, re-rooted at `pointer`."""
-    root, start, end = twin
-    ops = patch.ops[start:end]
+def _copy_twin_ops(patch: _Patch, twin: _Walked, pointer: str) -> bool:
+    """Append copies of the ops of the task `twin` walked, re-rooted at `pointer`."""
+    ops = patch.ops[twin.start : twin.end]
     try:  # fresh values: a caller may change one task's ops without touching the other's
         values = orjson.loads(orjson.dumps([op["value"] for op in ops]))
     except TypeError:
         return False
-    cut = len(root)
+    cut = len(twin.pointer)
     for op, value in zip(ops, values, strict=True):
         patch.ops.append({"op": "add", "path": pointer + op["path"][cut:], "value": value})
+    patch.growth += twin.growth
     return True
+
+
+def _copy_twin_template(patch: _Patch, twin: _Walked, pointer: str) -> bool:
+    """One `copy` of the template `twin` mutated onto the task at `pointer` (whose template was the same JSON, so
+    the result is what the twin's ops would make of it), within COPY_BUDGET_BYTES."""
+    if patch.copied + twin.size > COPY_BUDGET_BYTES:
+        return False
+    patch.ops.append({"op": "copy", "from": f"{twin.pointer}/template", "path": f"{pointer}/template"})
+    patch.copied += twin.size
+    patch.growth += twin.growth
+    return True
+
+
+def _growth(ops: list[PatchOp]) -> int:
+    """Bytes `ops` add to the job: each value, plus the member name and punctuation of its place."""
+    try:
+        values = len(orjson.dumps([op.get("value") for op in ops]))
+    except TypeError:
+        values = sum(job_bytes(op.get("value")) for op in ops)
+    return values + sum(len(op["path"]) - op["path"].rfind("/") + _OP_OVERHEAD for op in ops)
+
+
+@dataclass(frozen=True, slots=True)
+class _Walked:
+    """A task whose ops were computed, for the tasks with the same template."""
+
+    pointer: str
+    start: int
+    end: int
+    growth: int
+    """Bytes its ops add."""
+    size: int
+    """Bytes of its template after the ops (what a `copy` of it copies)."""
 
 
 def _mutable(view: JobView) -> bool:
@@ -400,8 +449,10 @@ def _mutable(view: JobView) -> bool:
     return view.profile is not None and view.configmap_name is not None and isinstance(view.job.get("spec"), Mapping)
 
 
-def _collect(view: JobView, plan: _Plan) -> _Patch:
-    """Every op the job lacks, without the annotations that record them."""
+def _collect(view: JobView, plan: _Plan, *, copies: bool, budget: int | None) -> _Patch:
+    """Every op the job lacks, without the annotations that record them. With `copies`, a task whose template is
+    the same JSON as one already walked gets one `copy` of that task's mutated template. With `budget` (bytes the
+    job may grow), the walk stops once the ops would take the job past it (`_Patch.stopped`)."""
     patch = _Patch()
     profile = view.profile
     configmap = view.configmap_name
@@ -412,20 +463,32 @@ def _collect(view: JobView, plan: _Plan) -> _Patch:
         patch.ops.append(remove(_PLUGIN_POINTER))
         patch.injected.add(REMOVED_VENDOR_PLUGIN)
     # Jobs often repeat one pod template in many tasks (a task per node group or per role): a task whose template
-    # serialises to the same JSON as one already walked gets that task's ops, re-rooted and copied.
-    walked: dict[tuple[bytes, str | None], tuple[str, int, int]] = {}
+    # serialises to the same JSON as one already walked reuses that task's work.
+    walked: dict[tuple[bytes, str | None], _Walked] = {}
     for index, task in enumerate(view.tasks):
         if not task.is_npu:
             continue
+        if budget is not None and patch.growth > budget:
+            patch.stopped = True
+            return patch
         template = _template_key(task)
         key = (template, plan.npu_pods_of(index)) if template is not None else None
         twin = walked.get(key) if key is not None else None
-        if twin is not None and _copy_twin_ops(patch, twin, task.pointer):
+        if twin is not None and twin.start == twin.end:
+            continue  # the same template needed nothing
+        if twin is not None and (
+            (copies and _copy_twin_template(patch, twin, task.pointer)) or _copy_twin_ops(patch, twin, task.pointer)
+        ):
             continue
         start = len(patch.ops)
         _mutate_task(view, task, needs, configmap, plan=plan, index=index, patch=patch)
+        growth = _growth(patch.ops[start:])
+        patch.growth += growth
         if key is not None:
-            walked[key] = (task.pointer, start, len(patch.ops))
+            walked[key] = _Walked(task.pointer, start, len(patch.ops), growth, len(key[0]) + growth)
+    if budget is not None and patch.growth > budget:
+        patch.stopped = True
+        return patch
     if view.spec.get("schedulerName") in (None, ""):
         patch.add("/spec/schedulerName", VOLCANO_SCHEDULER, INJECTED_SCHEDULER)
     if plan.topology is not None and view.spec.get("networkTopology") is None:
@@ -495,8 +558,13 @@ def _finish(view: JobView, patch: _Patch, plan: _Plan, record: set[str], *, upda
     return Mutation(_with_annotations(view, patch.ops, entries), warnings)
 
 
-def plan_create(view: JobView, facts: ClusterFacts = NO_FACTS) -> Mutation:
-    """The patch and warnings of a CREATE: what the job lacks, for a labelled job of a known profile."""
+def plan_create(view: JobView, facts: ClusterFacts = NO_FACTS, *, size_at_most: int | None = None) -> Mutation:
+    """The patch and warnings of a CREATE: what the job lacks, for a labelled job of a known profile.
+
+    A job the additions would take over `admission.maxJobKib` gets `Mutation.denial` instead (`size_at_most`, a
+    bound on the job's JSON size the caller knows, spares measuring a small job). The patch grows with the number
+    of distinct pod templates, not tasks: a task whose template repeats an earlier one's gets one `copy` op.
+    """
     if not _mutable(view):
         return Mutation()
     writer = rank_table_writer(view, view.settings)
@@ -508,7 +576,12 @@ def plan_create(view: JobView, facts: ClusterFacts = NO_FACTS) -> Mutation:
         replace_npu_pods=True,
         mount_configmap=writer == RINGROUTE_WRITER,
     )
-    patch = _collect(view, plan)
+    # The request's length bounds the job's size closely enough (the envelope is a few hundred bytes).
+    size = size_at_most if size_at_most is not None else job_bytes(view.job)
+    patch = _collect(view, plan, copies=True, budget=limit_bytes(view.settings) - size)
+    if patch.stopped:
+        estimate = job_bytes(view.job) + patch.growth
+        return Mutation(denial=too_large_after_mutation(estimate, len(view.npu_tasks), view.settings))
     return _finish(view, patch, plan, _recorded(view.annotations) | patch.injected, update=False)
 
 
@@ -539,7 +612,8 @@ def plan_update(view: JobView, old: Mapping[str, Any]) -> Mutation:
         replace_npu_pods=False,
         mount_configmap=writer != VOLCANO_PLUGIN_WRITER,
     )
-    patch = _collect(view, plan)
+    # Per-task ops, not copies: each is kept only where the stored object has it.
+    patch = _collect(view, plan, copies=False, budget=None)
     patch.ops = [kept for op in patch.ops if (kept := _restorable(op, old)) is not None]
     return _finish(view, patch, plan, old_record | _recorded(view.annotations), update=True)
 
@@ -588,6 +662,7 @@ def _restorable(op: PatchOp, old: Mapping[str, Any]) -> PatchOp | None:
 
 __all__ = [
     "CONFIG_VOLUME",
+    "COPY_BUDGET_BYTES",
     "NO_FACTS",
     "ClusterFacts",
     "Mutation",

@@ -199,12 +199,11 @@ class VolcanoJob(TypedDict, total=False):
     spec: VolcanoJobSpec
 
 
-class JsonPatchOperation(TypedDict):
-    """One RFC 6902 operation as serialised in `response.patch` (`remove` carries no value)."""
-
-    op: str
-    path: str
-    value: NotRequired[Any]
+JsonPatchOperation = TypedDict(
+    "JsonPatchOperation",
+    {"op": str, "path": str, "value": NotRequired[Any], "from": NotRequired[str]},
+)
+"""One RFC 6902 operation as serialised in `response.patch` (`remove` carries no value, `copy` a `from`)."""
 
 
 class BadReviewError(ValueError):

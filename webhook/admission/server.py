@@ -8,9 +8,11 @@ to the API server; the controller creates the rank-table ConfigMap once the Job 
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any, Literal
 
 import orjson
@@ -19,12 +21,14 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from webhook.admission.jobview import read_job
 from webhook.admission.mutation import ClusterFacts, Mutation, encode_patch, plan_create, plan_update
-from webhook.admission.policy import classify, existing_violations, validate
+from webhook.admission.policy import Violation, classify, existing_violations, validate
+from webhook.admission.policy.size import check_job_size
 from webhook.admission.review import (
     AdmissionRequest,
     AdmissionResponse,
     AdmissionReview,
     BadReviewError,
+    Status,
     StatusCause,
     parse_review,
 )
@@ -39,6 +43,12 @@ log = logging.getLogger("ringroute.admission")
 
 MAX_BODY_BYTES = 7 * 1024 * 1024
 """Largest AdmissionReview accepted (the API server's own request limit is 3 MiB of object, doubled on UPDATE)."""
+INLINE_MAX_BYTES = 32 * 1024
+"""Requests up to this size are answered on the event loop (a few milliseconds at most); larger ones are decoded,
+checked and encoded in a worker thread, so a large job never holds up the small ones for long."""
+HEAVY_QUEUE = 4
+"""Large requests admitted to the worker thread at once (running or waiting); more are answered at once with a
+429 denial that asks to retry, instead of waiting past the webhook's timeout."""
 
 Endpoint = Literal["validate", "mutate"]
 
@@ -83,57 +93,92 @@ class AdmissionHandlers:
         self.certificates = certificates
         # What `ringroute serve` finds out about the cluster and keeps current; nothing without an API server.
         self.cluster_facts = ClusterFacts()
+        # One thread: large requests take turns, and the event loop keeps answering the small ones meanwhile
+        # (the interpreter switches threads every few milliseconds).
+        self._heavy = ThreadPoolExecutor(max_workers=1, thread_name_prefix="admission-large")
+        self._heavy_queued = 0
 
-    async def _read_review(self, request: web.Request) -> AdmissionReview | web.Response:
+    def close(self) -> None:
+        """Stop the worker thread (waiting for the request it is checking)."""
+        self._heavy.shutdown(wait=True, cancel_futures=True)
+
+    async def _read_body(self, request: web.Request) -> bytes | web.Response:
         if request.content_length is not None and request.content_length > MAX_BODY_BYTES:
             return _problem(413, f"request body is {request.content_length} bytes; the limit is {MAX_BODY_BYTES}")
         if request.content_type != "application/json":
             return _problem(415, f'Content-Type must be "application/json" (got "{request.content_type}")')
         try:
-            body = await request.read()
+            return await request.read()
         except web.HTTPRequestEntityTooLarge:
             return _problem(413, f"request body exceeds the limit of {MAX_BODY_BYTES} bytes")
-        try:
-            return parse_review(body)
-        except BadReviewError as exc:
-            return _problem(400, str(exc))
 
-    async def _handle(
-        self,
-        request: web.Request,
-        endpoint: Endpoint,
-        answer: Callable[[AdmissionRequest], Awaitable[tuple[AdmissionResponse, str]]],
-    ) -> web.Response:
+    async def _handle(self, request: web.Request, endpoint: Endpoint) -> web.Response:
         started = time.perf_counter()
         verdict = "bad_request"
         try:
-            review = await self._read_review(request)
-            if isinstance(review, web.Response):
-                return review
-            admission = review["request"]
-            uid = admission["uid"]
-            if not _is_labelled_job(admission):
-                verdict = "ignored"
-                return _json_response(_review(uid, {"allowed": True}))
-            response, verdict = await answer(admission)
-            return _json_response(_review(uid, response))
+            body = await self._read_body(request)
+            if isinstance(body, web.Response):
+                return body
+            if len(body) <= INLINE_MAX_BYTES:
+                status, payload, verdict = self.answer(endpoint, body)
+            elif self._heavy_queued >= HEAVY_QUEUE:
+                status, payload, verdict = 200, self._busy(body), "busy"
+            else:
+                self._heavy_queued += 1
+                try:
+                    loop = asyncio.get_running_loop()
+                    status, payload, verdict = await loop.run_in_executor(self._heavy, self.answer, endpoint, body)
+                finally:
+                    self._heavy_queued -= 1
+            return web.Response(body=payload, status=status, content_type="application/json")
         finally:
             self.metrics.admission_requests.labels(endpoint, verdict).inc()
             self.metrics.admission_latency.labels(endpoint).observe(time.perf_counter() - started)
 
+    def answer(self, endpoint: Endpoint, body: bytes) -> tuple[int, bytes, str]:
+        """(HTTP status, JSON body, metrics verdict) of one request body; runs on the loop or in the worker."""
+        try:
+            review = parse_review(body)
+        except BadReviewError as exc:
+            problem = _problem(400, str(exc))
+            assert isinstance(problem.body, bytes)
+            return 400, problem.body, "bad_request"
+        admission = review["request"]
+        uid = admission["uid"]
+        if not _is_labelled_job(admission):
+            return 200, orjson.dumps(_review(uid, {"allowed": True})), "ignored"
+        # The review's length bounds a CREATE's object; an UPDATE also carries the stored object.
+        at_most = len(body) if admission.get("operation") == "CREATE" else None
+        work = self._validate if endpoint == "validate" else self._mutate
+        answer, verdict = work(admission, at_most)
+        return 200, orjson.dumps(_review(uid, answer)), verdict
+
+    def _busy(self, body: bytes) -> bytes:
+        try:
+            uid = parse_review(body)["request"]["uid"]
+        except BadReviewError:
+            uid = ""
+        log.warning("event=admission_busy uid=%s queued=%d", uid, self._heavy_queued)
+        status: Status = {
+            "code": 429,
+            "reason": "TooManyRequests",
+            "message": f"ringroute is checking {self._heavy_queued} other large jobs; retry in a few seconds",
+        }
+        return orjson.dumps(_review(uid, {"allowed": False, "status": status}))
+
     async def validate(self, request: web.Request) -> web.Response:
         """POST /jobs/validate."""
-        return await self._handle(request, "validate", self._validate)
+        return await self._handle(request, "validate")
 
     async def mutate(self, request: web.Request) -> web.Response:
         """POST /jobs/mutate."""
-        return await self._handle(request, "mutate", self._mutate)
+        return await self._handle(request, "mutate")
 
-    async def _validate(self, admission: AdmissionRequest) -> tuple[AdmissionResponse, str]:
+    def _validate(self, admission: AdmissionRequest, at_most: int | None) -> tuple[AdmissionResponse, str]:
         job = admission.get("object") or {}
         old = _old_object(admission)
         try:
-            violations = validate(job, old, self.settings)
+            violations = validate(job, old, self.settings, size_at_most=at_most)
             verdict = classify(violations, self.settings, existing=existing_violations(old, self.settings))
         except Exception:
             log.exception("event=policy_failed uid=%s", admission.get("uid"))
@@ -152,35 +197,28 @@ class AdmissionHandlers:
         if verdict.warnings or verdict.ratcheted:
             response["warnings"] = verdict.warning_messages()
         if not verdict.allowed:
-            causes: list[StatusCause] = [
-                {"reason": v.cause_reason, "message": v.render(), "field": v.path} for v in verdict.denials
-            ]
-            response["status"] = {
-                "code": verdict.http_code,
-                "reason": "Forbidden" if verdict.http_code == 403 else "Invalid",
-                "message": verdict.message(),
-                "details": {"causes": causes},
-            }
-            log.info(
-                "event=job_denied uid=%s job=%s/%s rules=%s",
-                admission.get("uid"),
-                admission.get("namespace"),
-                admission.get("name") or _job_name(job),
-                ",".join(sorted({v.rule for v in verdict.denials})),
-            )
+            response["status"] = _denial(verdict.denials, verdict.http_code, verdict.message())
+            self._log_denied(admission, job, verdict.denials)
             return response, "denied"
         return response, "warned" if "warnings" in response else "allowed"
 
-    async def _mutate(self, admission: AdmissionRequest) -> tuple[AdmissionResponse, str]:
+    def _mutate(self, admission: AdmissionRequest, at_most: int | None) -> tuple[AdmissionResponse, str]:
         job = admission.get("object") or {}
         try:
+            old = _old_object(admission)
+            too_large = check_job_size(job, self.settings, at_most=at_most)
+            if too_large is not None and (old is None or check_job_size(old, self.settings) is None):
+                return self._deny_size(admission, job, too_large)
+            if too_large is not None:
+                return {"allowed": True}, "allowed"  # already stored that large: validation ratchets it
             view = read_job(job, self.settings)
             if admission.get("operation") == "UPDATE":
                 # Only a job ringroute admitted is patched, and only back to what the stored object has.
-                old = _old_object(admission)
                 mutation = plan_update(view, old) if old is not None else Mutation()
             else:
-                mutation = plan_create(view, self.cluster_facts)
+                mutation = plan_create(view, self.cluster_facts, size_at_most=at_most)
+            if mutation.denial is not None:
+                return self._deny_size(admission, job, mutation.denial)
             patch = encode_patch(mutation.ops) if mutation.ops else None
         except Exception:
             log.exception("event=mutation_failed uid=%s", admission.get("uid"))
@@ -193,6 +231,23 @@ class AdmissionHandlers:
             response["patchType"] = "JSONPatch"
             return response, "patched"
         return response, "allowed"
+
+    def _deny_size(
+        self, admission: AdmissionRequest, job: Mapping[str, Any], violation: Violation
+    ) -> tuple[AdmissionResponse, str]:
+        """A job too large to check and patch is denied by the mutating webhook already (it runs first)."""
+        self.metrics.admission_violations.labels(violation.rule).inc()
+        self._log_denied(admission, job, (violation,))
+        return {"allowed": False, "status": _denial((violation,), 422, violation.render())}, "denied"
+
+    def _log_denied(self, admission: AdmissionRequest, job: Mapping[str, Any], denials: Sequence[Violation]) -> None:
+        log.info(
+            "event=job_denied uid=%s job=%s/%s rules=%s",
+            admission.get("uid"),
+            admission.get("namespace"),
+            admission.get("name") or _job_name(job),
+            ",".join(sorted({v.rule for v in denials})),
+        )
 
     async def healthz(self, _request: web.Request) -> web.Response:
         """GET /healthz: the process answers."""
@@ -207,6 +262,17 @@ class AdmissionHandlers:
     async def metrics_page(self, _request: web.Request) -> web.Response:
         """GET /metrics: Prometheus text format."""
         return web.Response(body=generate_latest(self.metrics.registry), headers={"Content-Type": CONTENT_TYPE_LATEST})
+
+
+def _denial(violations: Sequence[Violation], code: int, message: str) -> Status:
+    """The metav1.Status of a denial: the rendered message and one cause per violation."""
+    causes: list[StatusCause] = [{"reason": v.cause_reason, "message": v.render(), "field": v.path} for v in violations]
+    return {
+        "code": code,
+        "reason": "Forbidden" if code == 403 else "Invalid",
+        "message": message,
+        "details": {"causes": causes},
+    }
 
 
 def _old_object(admission: AdmissionRequest) -> Mapping[str, Any] | None:
@@ -235,6 +301,11 @@ def admission_app(
     handlers = AdmissionHandlers(settings, metrics, certificates)
     app = web.Application(client_max_size=MAX_BODY_BYTES)
     app[HANDLERS_KEY] = handlers
+
+    async def close_handlers(_app: web.Application) -> None:
+        await asyncio.get_running_loop().run_in_executor(None, handlers.close)
+
+    app.on_cleanup.append(close_handlers)
     app.router.add_post("/jobs/validate", handlers.validate)
     app.router.add_post("/jobs/mutate", handlers.mutate)
     app.router.add_get("/healthz", handlers.healthz)

@@ -15,12 +15,13 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from webhook.admission.jobview import JobView, read_job
+from webhook.admission.jobview import JobView, as_mapping, read_job
 from webhook.admission.policy import (
     naming,
     rank_table_mount,
     resources,
     route_plan,
+    size,
     volcano,
     volcano_plugins,
     volcano_update,
@@ -76,17 +77,25 @@ legitimate updates would break them (the job controller fills in a PVC's volumeC
 UPDATE_CHECKERS: tuple[tuple[str, UpdateChecker], ...] = ((volcano_update.UPDATE, volcano_update.check_update),)
 """Rules that compare an UPDATE with the stored object, reported after the others."""
 
-RULES: tuple[str, ...] = tuple(name for name, _ in (*CHECKERS, *UPDATE_CHECKERS))
+RULES: tuple[str, ...] = (size.JOB_SIZE, *(name for name, _ in (*CHECKERS, *UPDATE_CHECKERS)))
+"""Every rule by name: the size rule, which runs first and alone, then CHECKERS and UPDATE_CHECKERS."""
 
 
-def validate(job: Mapping[str, Any], old: Mapping[str, Any] | None, settings: Settings) -> list[Violation]:
+def validate(
+    job: Mapping[str, Any], old: Mapping[str, Any] | None, settings: Settings, *, size_at_most: int | None = None
+) -> list[Violation]:
     """All violations of `job` (the new object on UPDATE; `old` is the stored one, or None on CREATE).
 
-    A job that is being deleted is not checked: its remaining updates only remove finalizers.
+    A job over `admission.maxJobKib` gets the size violation alone: no other rule reads it (`size_at_most`, a bound
+    on its size the caller knows, spares measuring a small one). A job that is being deleted is not checked: its
+    remaining updates only remove finalizers.
     """
-    view = read_job(job, settings)
-    if old is not None and view.deleting:
+    if old is not None and as_mapping(as_mapping(job).get("metadata")).get("deletionTimestamp"):
         return []
+    too_large = size.check_job_size(as_mapping(job), settings, at_most=size_at_most)
+    if too_large is not None:
+        return [too_large]
+    view = read_job(job, settings)
     found: list[Violation] = []
     for name, checker in CHECKERS:
         if old is None or name not in CREATE_ONLY:
@@ -100,6 +109,8 @@ def validate(job: Mapping[str, Any], old: Mapping[str, Any] | None, settings: Se
 
 def rule_mode(rule: str, settings: Settings) -> str:
     """`reject` or `warn` for a rule (`belowMinNodes: skip` makes the minimum-nodes rule a warning)."""
+    if rule == size.JOB_SIZE:
+        return "reject"  # a warning would admit the job unchecked: the limit is raised with admission.maxJobKib
     if rule == route_plan.MIN_NODES and settings.policy.below_min_nodes == "skip":
         return "warn"
     return settings.policy.mode(rule)

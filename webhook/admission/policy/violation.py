@@ -9,13 +9,14 @@ from typing import Any, Literal
 
 import orjson
 
-Reason = Literal["Required", "Invalid", "Forbidden", "NotSupported"]
+Reason = Literal["Required", "Invalid", "Forbidden", "NotSupported", "TooLong"]
 
 _REASON_TEXT: dict[str, str] = {
     "Required": "Required value",
     "Invalid": "Invalid value",
     "Forbidden": "Forbidden",
     "NotSupported": "Unsupported value",
+    "TooLong": "Too long",
 }
 
 _CAUSE_REASON: dict[str, str] = {
@@ -23,6 +24,7 @@ _CAUSE_REASON: dict[str, str] = {
     "Invalid": "FieldValueInvalid",
     "Forbidden": "FieldValueForbidden",
     "NotSupported": "FieldValueNotSupported",
+    "TooLong": "FieldValueTooLong",
 }
 
 NO_VALUE: Any = None

@@ -24,6 +24,7 @@ from webhook.common.settings._model import (
     NAMESPACE_PATTERN,
     NETWORK_TOPOLOGY_RELEASE,
     AcceleratorProfile,
+    AdmissionSettings,
     ControllerSettings,
     ExtenderSettings,
     HostPathVolume,
@@ -172,6 +173,7 @@ _SECTIONS: tuple[type, ...] = (
     ExtenderSettings,
     VolcanoSettings,
     NetworkTopologySettings,
+    AdmissionSettings,
 )
 
 

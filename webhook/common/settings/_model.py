@@ -217,6 +217,14 @@ class ExtenderSettings(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     one is answered without being used, and the extender plans from what calls show."""
 
 
+class AdmissionSettings(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """The admission webhook."""
+
+    max_job_kib: Annotated[int, msgspec.Meta(ge=64, le=65536)] = 1536
+    """Largest job admitted, in KiB of JSON, with what ringroute adds to it: a larger one is denied, naming its size
+    (1536 is about the most etcd stores per object by default, so the API server could not store a larger job)."""
+
+
 class NetworkTopologySettings(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     """`spec.networkTopology` that admission requests for route-planned jobs on Volcano with HyperNodes (v1.12+)."""
 
@@ -259,6 +267,8 @@ class Settings(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     """The scheduler extender: by default on port 8888, planning each job's gang."""
     volcano: VolcanoSettings = VolcanoSettings()
     """The Volcano release and distribution: by default detected, open-source Volcano."""
+    admission: AdmissionSettings = AdmissionSettings()
+    """The admission webhook: by default jobs up to 1.5 MiB."""
 
     def profile(self, label_value: str | None) -> AcceleratorProfile | None:
         """The profile selected by a `ring-controller.cce` label value, if any."""
@@ -303,6 +313,7 @@ def volcano_release(version: str) -> tuple[int, int] | None:
 
 __all__ = [
     "DEFAULT_PROFILES",
+    "AdmissionSettings",
     "MIN_VOLCANO_RELEASE",
     "NETWORK_TOPOLOGY_RELEASE",
     "AcceleratorProfile",
