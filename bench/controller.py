@@ -3,7 +3,9 @@
 Prints JSON lines. A burst of 100 labelled Jobs created at once: Job created -> its rank-table ConfigMap exists,
 p50/p99/max (target <= 1 s for every job). A 1,024-pod route-planned job: time from the last device annotation to
 the completed ConfigMap (target <= 1 s), API writes per transition (target: 1 ConfigMap update plus Events), time
-to go back to "initializing" when a pod is lost, and peak memory of the process.
+to go back to "initializing" when a pod is lost, and peak memory of the process. Planning isolation: one large
+plan (4,096 servers, mixed pattern, pinned routes) in a thread of the serving process and in the planning process,
+each in a fresh process: the serving process's peak memory and its event loop's stalls (what admission waits).
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import contextlib
 import json
 import math
 import resource
+import subprocess
 import sys
 import time
 from collections.abc import Awaitable
@@ -24,10 +27,17 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+import msgspec  # noqa: E402
+import numpy as np  # noqa: E402
+
+from bench._common import peak_rss_mb  # noqa: E402
 from emulation.apiserver import FakeApiServer  # noqa: E402
 from emulation.cluster import NS, add_job, cluster_nodes, make_job, make_pod  # noqa: E402
+from planner import Device, Pattern, Placement, Routing, Server, generate_topology  # noqa: E402
 from webhook.common.metrics import Metrics  # noqa: E402
-from webhook.common.settings import Settings  # noqa: E402
+from webhook.common.settings import PlanningSettings, Settings  # noqa: E402
+from webhook.controller.isolation import PlanningProcess  # noqa: E402
+from webhook.controller.planning import Planned, plan_table, portable_topology  # noqa: E402
 from webhook.controller.reconciler import Controller  # noqa: E402
 from webhook.kube.client import JOBS, KubeRepository  # noqa: E402
 
@@ -210,21 +220,133 @@ async def run(pods: int, route_plan: bool) -> None:
             await api.close()
 
 
+def _fragmented_placement(servers: int, seed: int) -> tuple[Placement, Any]:
+    """A job on random free nodes of a 3-tier fabric (8 servers a leaf, 8 leaves a pod) about 2/3 occupied."""
+    leaves = math.ceil(servers * 1.5 / 8 / 8) * 8
+    topology = generate_topology(leaves=leaves, servers_per_leaf=8, leaves_per_pod=8)
+    rng = np.random.default_rng(seed)
+    nodes = sorted(topology.paths)
+    chosen = [nodes[i] for i in rng.choice(len(nodes), size=servers, replace=False)]
+    placed = tuple(
+        Server(
+            pod_name=f"big-worker-{i}",
+            node_name=node,
+            server_id=f"10.{i // 65536}.{i // 256 % 256}.{i % 256}",
+            host_ip=f"10.{i // 65536}.{i // 256 % 256}.{i % 256}",
+            pod_ip=f"172.{16 + i // 65536}.{i // 256 % 256}.{i % 256}",
+            task_name="worker",
+            task_index=i,
+            devices=tuple(Device(d, f"11.{i // 256 % 256}.{i % 256}.{d + 1}") for d in range(8)),
+        )
+        for i, node in enumerate(chosen)
+    )
+    return Placement(job_name="big", namespace=NS, servers=placed), topology
+
+
+async def measure_isolation(mode: str, servers: int, pattern: Pattern, routing: Routing) -> None:
+    """One plan in `mode` ("thread" or "process") while a 10 ms ticker samples the event loop's stalls."""
+    settings = msgspec.structs.replace(
+        Settings(), planning=PlanningSettings(pattern=pattern, routing=routing, time_limit_s=2.0)
+    )
+    profile = msgspec.structs.replace(settings.profiles[0], gzip_rank_table=True)  # 4,096 servers: 2.5 MB of table
+    placement, topology = _fragmented_placement(servers, seed=1)
+    stalls: list[float] = []
+    loop = asyncio.get_running_loop()
+    running = True
+
+    async def ticker() -> None:
+        while running:
+            before = loop.time()
+            await asyncio.sleep(0.01)
+            stalls.append(max(0.0, loop.time() - before - 0.01))
+
+    arguments: dict[str, Any] = {
+        "job_uid": "u",
+        "job_version": "0",
+        "route_plan": True,
+        "record_servers": [],
+        "record_valid": False,
+    }
+    baseline_mib = peak_rss_mb()
+    worker: PlanningProcess | None = None
+    worker_peak_mib = None
+    sampler = asyncio.create_task(ticker())
+    started = time.perf_counter()
+    planned: Planned
+    if mode == "thread":
+        planned = await asyncio.to_thread(plan_table, settings, profile, placement, lambda: topology, **arguments)
+    else:
+        controller = settings.controller
+        worker = PlanningProcess(
+            memory_limit_mib=controller.planning_memory_limit_mib,
+            timeout_s=controller.planning_timeout_s,
+            preload=(plan_table.__module__,),
+        )
+        await asyncio.to_thread(worker.start)
+        started = time.perf_counter()
+        portable = await asyncio.to_thread(portable_topology, lambda: topology)
+        planned = await worker.call(plan_table, settings, profile, placement, portable, **arguments)
+        status = Path(f"/proc/{worker.pid}/status").read_text(encoding="ascii")  # noqa: ASYNC240 (procfs, no disk)
+        worker_peak_mib = next(int(line.split()[1]) / 1024 for line in status.splitlines() if line.startswith("VmHWM:"))
+    seconds = time.perf_counter() - started
+    running = False
+    await sampler
+    if worker is not None:
+        worker.close()
+    emit(
+        bench="controller",
+        case="planning-isolation",
+        mode=mode,
+        servers=servers,
+        pattern=pattern,
+        routing=routing,
+        plan_seconds=round(seconds, 2),
+        planning_ms=round(planned.planning_ms),
+        routed=planned.routed,
+        route_problem=planned.route_problem,
+        serving_process_peak_mib=peak_rss_mb(),
+        serving_process_before_mib=baseline_mib,
+        planning_process_peak_mib=None if worker_peak_mib is None else round(worker_peak_mib, 1),
+        event_loop_stall_max_ms=round(max(stalls, default=0.0) * 1000, 1),
+        event_loop_stall_p99_ms=round(percentile(stalls, 99) * 1000, 1) if stalls else 0.0,
+        note="stalls of the serving process's event loop are what admission requests wait meanwhile",
+    )
+
+
+def run_isolation(servers: int, pattern: str, routing: str) -> None:
+    """Each mode in a fresh interpreter, so that each peak memory figure is that mode's alone."""
+    for mode in ("thread", "process"):
+        command = [sys.executable, __file__, "--isolation-mode", mode, "--pods", str(servers)]
+        command += ["--pattern", pattern, "--routing", routing]
+        subprocess.run(command, check=True)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--pods", type=int, default=1024)
     parser.add_argument("--no-route-plan", action="store_true", help="pod-index order (no planner)")
     parser.add_argument("--burst-jobs", type=int, default=100, metavar="N", help="Jobs created at once")
     parser.add_argument(
-        "--case", choices=("all", "burst", "table"), default="all", help="the Job burst, the 1,024-pod table, or both"
+        "--case",
+        choices=("all", "burst", "table", "isolation"),
+        default="all",
+        help="the Job burst, the 1,024-pod table, a 4,096-server plan in a thread and in the planning process",
     )
+    parser.add_argument("--pattern", default="mixed", help="isolation case: the collective pattern")
+    parser.add_argument("--routing", default="pinned", help="isolation case: the routing model")
+    parser.add_argument("--isolation-mode", choices=("thread", "process"), help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.isolation_mode:
+        asyncio.run(measure_isolation(args.isolation_mode, args.pods, args.pattern, args.routing))
+        return 0
     # The table first: its peak-memory line then covers that case alone.
     if args.case in ("all", "table"):
         asyncio.run(run(args.pods, not args.no_route_plan))
     if args.case in ("all", "burst"):
         asyncio.run(run_burst(args.burst_jobs, 0))
         asyncio.run(run_burst(args.burst_jobs, 1024))
+    if args.case in ("all", "isolation"):
+        run_isolation(4096 if args.case == "all" else args.pods, args.pattern, args.routing)
     return 0
 
 

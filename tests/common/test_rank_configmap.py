@@ -6,6 +6,7 @@ import asyncio
 import base64
 import gzip
 import json
+from typing import Any
 
 import msgspec
 import pytest
@@ -70,6 +71,20 @@ def test_plan_report_is_dropped_before_the_table_would_not_fit() -> None:
     )
     assert "omitted" in json.loads(payload.data["ringroute-plan.json"])
     assert payload.size == data_size(payload.data, payload.binary_data) <= 6000
+
+
+def test_pinned_routes_too_large_for_the_configmap_are_left_out_after_the_report_never_the_table() -> None:
+    arguments: dict[str, Any] = {"rank_table": '{"status":"completed"}', "ranks_env": "a=0\n", "state": "{}"}
+    limit = completed_payload(SETTINGS, PROFILE, **arguments).size + 6000  # the table and the launcher, and 6 kB
+    payload = completed_payload(SETTINGS, PROFILE, **arguments, plan_report="r" * 500, routes="x" * 9000, limit=limit)
+    assert payload.omitted == ("routes.json",)
+    assert payload.data["ringroute-plan.json"] == "r" * 500, "the report fits once the routes are out"
+    assert json.loads(payload.data["routes.json"]) == {
+        "omitted": f"routes.json of 9000 bytes left out: the ConfigMap is limited to {limit} bytes"
+    }
+    both = completed_payload(SETTINGS, PROFILE, **arguments, plan_report="r" * 5000, routes="x" * 4000, limit=limit)
+    assert both.omitted == ("ringroute-plan.json",), "the report goes first"
+    assert both.data["routes.json"] == "x" * 4000
 
 
 def test_gzip_profile_stores_the_table_compressed_and_the_status_file_says_completed() -> None:

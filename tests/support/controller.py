@@ -32,8 +32,10 @@ async def wait_for(predicate: Callable[[], bool], timeout_s: float = 8.0) -> Non
 
 
 def fast_settings(**controller: Any) -> Settings:
-    """Default settings with short debounce (tests must stay fast)."""
-    values: dict[str, Any] = {"debounce_s": 0.05, "lease_namespace": NS}
+    """Default settings with short debounce, planning in a thread (tests must stay fast; a planning process takes
+    2 s to start, and tests that patch the planner patch this process). tests/controller/test_planning_process.py
+    runs the planning process."""
+    values: dict[str, Any] = {"debounce_s": 0.05, "lease_namespace": NS, "planning_process": False}
     values.update(controller)
     return msgspec.structs.replace(Settings(), controller=ControllerSettings(**values))
 

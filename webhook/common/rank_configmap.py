@@ -59,6 +59,8 @@ class ConfigMapPayload:
     data: dict[str, str]
     binary_data: dict[str, str]
     size: int
+    omitted: tuple[str, ...] = ()
+    """Optional keys (plan report, routes) replaced by a note because the whole would not fit."""
 
     @property
     def sha256(self) -> str:
@@ -166,25 +168,26 @@ def completed_payload(
 ) -> ConfigMapPayload:
     """The completed ConfigMap data, checked against the size limit.
 
-    Over the limit, the optional plan report is dropped first; then, if the profile allows it, the table is
+    Over the limit, optional parts are replaced by a short note: the plan report first, then the pinned routes
+    (4,096 servers under `mixed` pinning route about 100 MB), then both; then, if the profile allows it, the table is
     stored gzip-compressed in binaryData (the status file says "completed" and the launcher decompresses it).
     Raises ConfigMapTooLargeError when it still does not fit.
     """
     launcher = launcher_script(settings.controller.launcher_timeout_s)
     data = {profile.rank_table_file: rank_table, RANKS_ENV_KEY: ranks_env, LAUNCHER_KEY: launcher, STATE_KEY: state}
-    if routes is not None:
-        data[ROUTES_KEY] = routes
-    if plan_report is not None:
-        with_report = {**data, PLAN_REPORT_KEY: plan_report}
-        size = data_size(with_report, {})
+    optional = {key: text for key, text in ((ROUTES_KEY, routes), (PLAN_REPORT_KEY, plan_report)) if text}
+    # Keep both, else the routes alone, else the report alone (then neither, below).
+    for kept in (set(optional), {ROUTES_KEY} & set(optional), {PLAN_REPORT_KEY} & set(optional)):
+        notes = {key: _omitted(key, text, limit) for key, text in optional.items() if key not in kept}
+        candidate = {**data, **{key: optional[key] for key in kept}, **notes}
+        size = data_size(candidate, {})
         if size <= limit:
-            return ConfigMapPayload(with_report, {}, size)
-        data[PLAN_REPORT_KEY] = json.dumps(
-            {"omitted": f"plan report of {len(plan_report.encode())} bytes left out: the ConfigMap is limited to 1 MiB"}
-        )
+            return ConfigMapPayload(candidate, {}, size, tuple(notes))
+    omitted = tuple(optional)
+    data.update({key: _omitted(key, text, limit) for key, text in optional.items()})
     size = data_size(data, {})
     if size <= limit:
-        return ConfigMapPayload(data, {}, size)
+        return ConfigMapPayload(data, {}, size, omitted)
     plain_size = size
     if profile.gzip_rank_table:
         compressed = base64.b64encode(gzip.compress(rank_table.encode(), compresslevel=6, mtime=0)).decode()
@@ -194,7 +197,7 @@ def completed_payload(
         binary = {profile.rank_table_file + GZIP_SUFFIX: compressed}
         size = data_size(data, binary)
         if size <= limit:
-            return ConfigMapPayload(data, binary, size)
+            return ConfigMapPayload(data, binary, size, omitted)
         raise ConfigMapTooLargeError(
             f"rank table ConfigMap needs {size} bytes even gzip-compressed (limit {limit}); "
             "split the job into smaller jobs"
@@ -203,6 +206,12 @@ def completed_payload(
         f"rank table ConfigMap needs {plain_size} bytes (limit {limit}); set gzipRankTable: true in the "
         f"accelerator profile {profile.label_value!r} (the launcher decompresses it) or run a smaller job"
     )
+
+
+def _omitted(key: str, text: str, limit: int) -> str:
+    """What stands in for an optional part left out of the ConfigMap."""
+    size = len(text.encode())
+    return json.dumps({"omitted": f"{key} of {size} bytes left out: the ConfigMap is limited to {limit} bytes"})
 
 
 def rank_table_status(configmap: Mapping[str, Any], profile: AcceleratorProfile) -> str | None:

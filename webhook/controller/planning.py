@@ -10,9 +10,11 @@ import math
 import time
 from collections.abc import Callable, Container, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import Any
 
 from planner import (
+    Fabric,
     InputError,
     Placement,
     PlacementProblem,
@@ -20,6 +22,7 @@ from planner import (
     PlanResult,
     Server,
     Topology,
+    TopologyError,
     build_rank_table,
     plan_ranks,
     read_placement,
@@ -39,7 +42,7 @@ from webhook.common.names import (
     ROUTE_PLAN_ENV,
     VOLCANO_PLUGIN_WRITER,
 )
-from webhook.common.rank_configmap import completed_payload, state_record
+from webhook.common.rank_configmap import CONFIGMAP_DATA_LIMIT, ROUTES_KEY, completed_payload, state_record
 from webhook.common.settings import AcceleratorProfile, Settings, TopologySettings
 
 
@@ -242,6 +245,10 @@ def pod_index_order(placement: Placement) -> tuple[int, ...]:
     return (placement.master, *rest)
 
 
+ROUTE_ENTRY_MIN_BYTES = 60
+"""A `routes.json` entry takes at least this much (168 bytes measured): more routes than fit are never rendered."""
+
+
 @dataclass(frozen=True, slots=True)
 class Planned:
     """A completed table ready to write."""
@@ -266,16 +273,22 @@ def plan_table(
     route_plan: bool,
     record_servers: Sequence[Sequence[str]],
     record_valid: bool,
+    skip_reason: str | None = None,
 ) -> Planned:
-    """Plan (or take pod-index order) and render the completed ConfigMap data. Runs in a worker thread.
+    """Plan (or take pod-index order) and render the completed ConfigMap data. Runs in a worker thread or process.
 
-    Raises ConfigMapTooLargeError, or InputError when the table cannot be built.
+    `skip_reason` says why a route-planned job is not planned this time (its plan ran out of memory or time):
+    the table takes pod-index order, survivors keeping their ranks. A route plan that fails for any reason falls
+    back the same way, and `route_problem` says why. Raises ConfigMapTooLargeError, or InputError when the table
+    cannot be built.
     """
     started = time.perf_counter()
     result: PlanResult | None = None
     route_problem: str | None = None
     fixed = fixed_ranks_from_record(placement, record_servers) if record_valid else {}
-    if route_plan and len(placement.servers) < settings.policy.min_route_plan_nodes:
+    if route_plan and skip_reason is not None:
+        route_problem = f"{skip_reason}; the table uses pod-index order"
+    elif route_plan and len(placement.servers) < settings.policy.min_route_plan_nodes:
         route_problem = (
             f"route planning needs at least {settings.policy.min_route_plan_nodes} NPU pods "
             f"(got {len(placement.servers)}); the table uses pod-index order"
@@ -298,6 +311,13 @@ def plan_table(
                 f"route planning failed: {exc}; the table uses pod-index order. Fix: label every NPU node "
                 "with its leaf switch (e.g. volcano.sh/tor) or install HyperNodes"
             )
+        except MemoryError:
+            route_problem = "route planning ran out of memory; the table uses pod-index order"
+        except Exception as exc:  # a planner bug must not keep the job from starting: the cheapest table is valid
+            route_problem = (
+                f"route planning failed unexpectedly ({type(exc).__name__}: {exc}); the table uses pod-index "
+                "order. Please report this with the controller's log"
+            )
     if result is not None:
         order = result.order
     elif fixed and len(fixed) < len(placement.servers):
@@ -310,24 +330,60 @@ def plan_table(
         job_uid, job_version, [(placement.servers[i].pod_name, placement.servers[i].node_name) for i in order]
     )
     report = json.dumps(result.to_report(placement), separators=(",", ":")) if result is not None else None
-    routes = (
-        json.dumps(result.routes.to_json(), separators=(",", ":"))
-        if result is not None and result.routes is not None
-        else None
-    )
+    routes, left_out = None, []
+    if result is not None and result.routes is not None:
+        entries = sum(int((spines >= 0).sum()) for spines in result.routes.spines)
+        if entries * ROUTE_ENTRY_MIN_BYTES > CONFIGMAP_DATA_LIMIT:
+            # Rendering them would cost seconds and hundreds of MB for a file the ConfigMap cannot hold.
+            routes = json.dumps({"omitted": f"{ROUTES_KEY}: {entries} pinned routes left out, too many for 1 MiB"})
+            left_out.append(ROUTES_KEY)
+        else:
+            routes = json.dumps(result.routes.to_json(), separators=(",", ":"))
     payload = completed_payload(
         settings, profile, rank_table=table, ranks_env=ranks_env, state=state, plan_report=report, routes=routes
     )
+    left_out += [key for key in payload.omitted if key not in left_out]
     planning_ms = (time.perf_counter() - started) * 1000.0
+    message = _completed_message(placement, result, planning_ms, route_plan)
+    if left_out:
+        message += f"; {' and '.join(left_out)} left out: over the ConfigMap's 1 MiB"
     return Planned(
         payload.data,
         payload.binary_data,
         payload.sha256,
-        _completed_message(placement, result, planning_ms, route_plan),
+        message,
         result is not None,
         planning_ms,
         route_problem,
     )
+
+
+@dataclass(frozen=True, slots=True)
+class PortableTopology:
+    """A topology that crosses a process boundary (Topology's read-only mappings do not pickle). Calling it gives
+    the Topology back, or raises the error its building raised, as the in-process thunk would."""
+
+    paths: dict[str, tuple[str, ...]]
+    slots: dict[str, int]
+    fabric: Fabric
+    source: str
+    error: str | None = None
+
+    def __call__(self) -> Topology:
+        if self.error is not None:
+            raise TopologyError(self.error)
+        return Topology(
+            MappingProxyType(dict(self.paths)), MappingProxyType(dict(self.slots)), self.fabric, self.source
+        )
+
+
+def portable_topology(build: Callable[[], Topology]) -> PortableTopology:
+    """Build the topology here (the caches live in this process) and make it portable."""
+    try:
+        topology = build()
+    except InputError as exc:
+        return PortableTopology({}, {}, Fabric(), "", str(exc))
+    return PortableTopology(dict(topology.paths), dict(topology.slots), topology.fabric, topology.source)
 
 
 def _fill_order(placement: Placement, fixed: Mapping[int, int]) -> tuple[int, ...]:
@@ -347,7 +403,11 @@ def _completed_message(placement: Placement, result: PlanResult | None, planning
     devices = servers * placement.devices_per_server
     head = f"{servers} servers, {devices} devices"
     if result is None:
-        why = "route planning not requested" if not route_plan else "route planning skipped"
+        why = (
+            "route planning not requested"
+            if not route_plan
+            else "route planning skipped: see the RankTableFailed event"
+        )
         return f"{head}; ranks in pod-index order ({why}); {planning_ms:.0f} ms"
     before, after = result.before, result.after
     cross_before = before.cross_edges[0] if before.cross_edges else 0
@@ -418,6 +478,8 @@ __all__ = [
     "pending_summary",
     "placement_fingerprint",
     "plan_table",
+    "PortableTopology",
+    "portable_topology",
     "pod_index_order",
     "rank_table_profile",
     "read_job_placement",

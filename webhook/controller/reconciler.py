@@ -17,7 +17,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from planner import InputError, PlacementReadout, Topology
+from planner import InputError, Placement, PlacementReadout, Topology
 from webhook.common.metrics import Metrics
 from webhook.common.names import (
     DATA_HASH_ANNOTATION,
@@ -39,7 +39,9 @@ from webhook.common.rank_configmap import (
     rank_table_status,
 )
 from webhook.common.settings import AcceleratorProfile, Settings
+from webhook.controller.isolation import PlanningProcess, PlanningProcessError
 from webhook.controller.planning import (
+    Planned,
     build_topology,
     configmap_job_key,
     is_orphan,
@@ -48,6 +50,7 @@ from webhook.controller.planning import (
     pending_summary,
     placement_fingerprint,
     plan_table,
+    portable_topology,
     rank_table_profile,
     read_job_placement,
     wants_route_plan,
@@ -134,6 +137,17 @@ class Controller:
         self._pods_by_job: dict[str, set[str]] = {}
         self._memory: dict[str, _JobMemory] = {}
         self._topology_cache: tuple[tuple[int, int, str], Topology] | None = None
+        controller = settings.controller
+        self.planning = (
+            PlanningProcess(
+                memory_limit_mib=controller.planning_memory_limit_mib,
+                timeout_s=controller.planning_timeout_s,
+                preload=(plan_table.__module__,),
+            )
+            if controller.planning_process
+            else None
+        )
+        """The worker process route plans run in (None: they run in a thread of this process)."""
 
     # -- event handlers --------------------------------------------------------------------------------------
 
@@ -184,6 +198,9 @@ class Controller:
         """Start informers, wait for their first list, then reconcile until cancelled (or `stop` is set)."""
         tasks: list[asyncio.Task[None]] = []
         try:
+            if self.planning is not None:
+                # The worker's interpreter starts (and imports numpy) while the caches fill.
+                tasks.append(asyncio.create_task(asyncio.to_thread(self.planning.start), name="planning-process"))
             informers = [self.nodes, self.jobs, self.configmaps, self.pods]
             topology = self.settings.topology
             if topology.use_hypernodes:
@@ -214,6 +231,8 @@ class Controller:
             else:
                 await stop.wait()
         finally:
+            if self.planning is not None:
+                self.planning.close()
             for task in tasks:
                 task.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
@@ -396,9 +415,7 @@ class Controller:
         record_servers, record_valid = self._record(configmap, memory, uid, version_text)
         topology = await self._topology_now()
         try:
-            planned = await asyncio.to_thread(
-                plan_table,
-                self.settings,
+            planned = await self._plan(
                 profile,
                 placement,
                 topology,
@@ -452,6 +469,42 @@ class Controller:
         )
         await self._event(job, written, "RankTableCompleted", planned.message, "Normal")
         return None
+
+    async def _plan(
+        self,
+        profile: AcceleratorProfile,
+        placement: Placement,
+        topology: Callable[[], Topology],
+        *,
+        job_uid: str,
+        job_version: str,
+        route_plan: bool,
+        record_servers: list[list[str]],
+        record_valid: bool,
+    ) -> Planned:
+        """The completed table: route plans in the planning process when there is one, the rest in a thread.
+
+        A plan that runs out of memory or time there is written in pod-index order instead (survivors keep their
+        ranks), computed here without the planner's search.
+        """
+        arguments: dict[str, Any] = {
+            "job_uid": job_uid,
+            "job_version": job_version,
+            "route_plan": route_plan,
+            "record_servers": record_servers,
+            "record_valid": record_valid,
+        }
+        routed = route_plan and len(placement.servers) >= self.settings.policy.min_route_plan_nodes
+        if self.planning is None or not routed:
+            return await asyncio.to_thread(plan_table, self.settings, profile, placement, topology, **arguments)
+        portable = await asyncio.to_thread(portable_topology, topology)
+        try:
+            return await self.planning.call(plan_table, self.settings, profile, placement, portable, **arguments)
+        except PlanningProcessError as exc:
+            log.warning("event=planning_stopped job=%s/%s error=%s", placement.namespace, placement.job_name, exc)
+            return await asyncio.to_thread(
+                plan_table, self.settings, profile, placement, portable, skip_reason=str(exc), **arguments
+            )
 
     def _record(
         self, configmap: Obj | None, memory: _JobMemory, uid: str, version: str

@@ -415,6 +415,14 @@ class _Reader:
                 f"must be shorter than {self.name(lease)} ({controller.lease_duration_s:g}), "
                 f"got {controller.renew_deadline_s:g}",
             )
+        timeout = ("controller", "planning_timeout_s")
+        time_limit = ("planning", "time_limit_s")
+        if self.clean(timeout, time_limit) and not controller.planning_timeout_s > settings.planning.time_limit_s:
+            self.problem(
+                timeout,
+                f"must be longer than {self.name(time_limit)} ({settings.planning.time_limit_s:g}), "
+                f"got {controller.planning_timeout_s:g}",
+            )
         version = ("volcano", "version")
         inject = ("volcano", "network_topology", "inject")
         volcano = settings.volcano

@@ -1,0 +1,27 @@
+"""Functions for the planning process's tests to run there (pickled by reference: this module is light to import)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+
+
+def allocate(mib: int) -> int:
+    """Hold `mib` MiB for a moment; returns how many bytes it got."""
+    block = bytearray(mib * 1024 * 1024)
+    return len(block)
+
+
+def sleep(seconds: float) -> float:
+    time.sleep(seconds)
+    return seconds
+
+
+def refuse(message: str) -> None:
+    raise ValueError(message)
+
+
+def die() -> None:
+    """End the process as the kernel's OOM killer would."""
+    os.kill(os.getpid(), signal.SIGKILL)
