@@ -151,3 +151,27 @@ def test_no_npu_quantity_gets_a_500_or_a_mutation_without_its_additions(
     response = orjson.loads(raw)["response"]
     assert response["allowed"] is True
     assert len(orjson.loads(base64.b64decode(response["patch"]))) > 3, "the additions are never skipped"
+
+
+@pytest.mark.parametrize("depth", [250, 600, 1000, 1030])
+@pytest.mark.parametrize("operation", ["CREATE", "UPDATE"])
+@pytest.mark.parametrize("endpoint", ["/jobs/validate", "/jobs/mutate"])
+def test_values_nested_up_to_what_json_allows_get_an_answer_not_a_500(
+    depth: int, operation: str, endpoint: str, connection: http.client.HTTPSConnection
+) -> None:
+    job, old = bare_job(), bare_job()
+    job["spec"]["tasks"][0]["template"]["spec"]["containers"][0]["args"] = "NEW"
+    old["spec"]["tasks"][0]["template"]["spec"]["containers"][0]["args"] = "OLD"
+    old["metadata"]["annotations"] = {"ringroute.io/injected": "env"}
+    body = orjson.dumps(review(job, operation=operation, old=old if operation == "UPDATE" else None))
+    body = body.replace(b'"NEW"', b"[" * depth + b"1" + b"]" * depth).replace(
+        b'"OLD"', b"[" * depth + b"2" + b"]" * depth
+    )
+    status, raw = post(connection, endpoint, body)
+    assert status in (200, 400), raw
+    answer = orjson.loads(raw)
+    if status == 200:
+        response = answer["response"]
+        assert response["allowed"] or response["status"]["code"] in (403, 422), response
+        if endpoint == "/jobs/mutate" and operation == "CREATE":
+            assert "patch" in response

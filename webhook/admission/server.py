@@ -180,6 +180,8 @@ class AdmissionHandlers:
         try:
             violations = validate(job, old, self.settings, size_at_most=at_most)
             verdict = classify(violations, self.settings, existing=existing_violations(old, self.settings))
+        except RecursionError:
+            return self._deny_nesting(admission, job)
         except Exception:
             log.exception("event=policy_failed uid=%s", admission.get("uid"))
             return {
@@ -220,6 +222,8 @@ class AdmissionHandlers:
             if mutation.denial is not None:
                 return self._deny_size(admission, job, mutation.denial)
             patch = encode_patch(mutation.ops) if mutation.ops else None
+        except RecursionError:
+            return self._deny_nesting(admission, job)
         except Exception:
             log.exception("event=mutation_failed uid=%s", admission.get("uid"))
             return {"allowed": True}, "error"
@@ -239,6 +243,19 @@ class AdmissionHandlers:
         self.metrics.admission_violations.labels(violation.rule).inc()
         self._log_denied(admission, job, (violation,))
         return {"allowed": False, "status": _denial((violation,), 422, violation.render())}, "denied"
+
+    def _deny_nesting(self, admission: AdmissionRequest, job: Mapping[str, Any]) -> tuple[AdmissionResponse, str]:
+        """A job nested too deeply for ringroute's checks (JSON allows 1,024 levels; no Volcano Job field nests)."""
+        violation = Violation(
+            "spec",
+            "Forbidden",
+            None,
+            "values nested hundreds of levels deep cannot be checked (no Volcano Job field nests like that); "
+            "remove the nesting",
+            "job-size",
+        )
+        self._log_denied(admission, job, (violation,))
+        return {"allowed": False, "status": _denial((violation,), 403, violation.render())}, "denied"
 
     def _log_denied(self, admission: AdmissionRequest, job: Mapping[str, Any], denials: Sequence[Violation]) -> None:
         log.info(

@@ -113,8 +113,24 @@ def _shown(value: Any) -> str:
     return text if len(text) <= _SCALAR_SHOWN and not isinstance(value, dict | list) else "a different value"
 
 
-def check_update(job: JobView, old: JobView, _settings: Settings) -> list[Violation]:
+def check_update(job: JobView, old: JobView, settings: Settings) -> list[Violation]:
     """An UPDATE changes nothing Volcano keeps fixed: the first changed field is named, with what may change."""
+    try:
+        return _check_update(job, old, settings)
+    except RecursionError:  # the comparison recurses once per level; requests may nest 1,024 levels
+        return [
+            Violation(
+                "spec",
+                "Forbidden",
+                None,
+                "values nested hundreds of levels deep could not be compared with the stored job (no Volcano Job "
+                f"field nests like that); {_FIX}",
+                UPDATE,
+            )
+        ]
+
+
+def _check_update(job: JobView, old: JobView, _settings: Settings) -> list[Violation]:
     old_tasks, new_tasks = as_list(old.spec.get("tasks")), as_list(job.spec.get("tasks"))
     if len(old_tasks) != len(new_tasks):
         return [
