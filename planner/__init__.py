@@ -14,7 +14,18 @@ from typing import TYPE_CHECKING, Any
 # Which private module defines each public name; `__getattr__` imports it on first use.
 _EXPORTS: dict[str, tuple[str, ...]] = {
     "planner._errors": ("InputError", "PlacementError", "RankTableError", "TopologyError"),
-    "planner._model": ("Device", "Fabric", "Layout", "Pattern", "Placement", "Routing", "Server", "Topology"),
+    "planner._model": (
+        "Device",
+        "Fabric",
+        "IgnoredPod",
+        "Layout",
+        "Pattern",
+        "Placement",
+        "Routing",
+        "Server",
+        "Topology",
+    ),
+    "planner.io._device_annotations": ("DEFAULT_ANNOTATION_KEYS",),
     "planner.io._placement": (
         "PlacementProblem",
         "PlacementReadout",
@@ -72,10 +83,11 @@ _MODULE_OF: dict[str, str] = {name: module for module, names in _EXPORTS.items()
 
 if TYPE_CHECKING:
     from planner._errors import InputError, PlacementError, RankTableError, TopologyError
-    from planner._model import Device, Fabric, Layout, Pattern, Placement, Routing, Server, Topology
+    from planner._model import Device, Fabric, IgnoredPod, Layout, Pattern, Placement, Routing, Server, Topology
     from planner.core._baselines import BASELINES, baseline_order
     from planner.core._plan import plan_ranks
     from planner.core._result import STATUS_MESSAGES, PlanResult
+    from planner.io._device_annotations import DEFAULT_ANNOTATION_KEYS
     from planner.io._placement import (
         PlacementProblem,
         PlacementReadout,
@@ -144,6 +156,7 @@ __all__ = [
     # shared model and errors
     "Device",
     "Fabric",
+    "IgnoredPod",
     "InputError",
     "Layout",
     "Pattern",
@@ -155,6 +168,7 @@ __all__ = [
     "Topology",
     "TopologyError",
     # io: placement, topology sources and file, rank-table formats
+    "DEFAULT_ANNOTATION_KEYS",
     "DEFAULT_LABEL_KEYS",
     "INITIALIZING_RANK_TABLE",
     "PlacementProblem",

@@ -57,6 +57,22 @@ class Server:
 
 
 @dataclass(frozen=True, slots=True)
+class IgnoredPod:
+    """An NPU pod that was read but left out of the placement on purpose, and why."""
+
+    pod: str
+    """`namespace/name` of the pod."""
+    reason: str
+    """Short machine-readable name: other-job, other-job-uid, older-job-version, terminated, being-deleted."""
+    detail: str
+    """Which job, version or phase it belongs to, in words."""
+
+    def render(self) -> str:
+        """One line: `pod ns/name: reason: detail`."""
+        return f"pod {self.pod}: {self.reason}: {self.detail}"
+
+
+@dataclass(frozen=True, slots=True)
 class Placement:
     """A job's NPU pods after scheduling, in pod-index order (task order, then task index)."""
 
@@ -65,6 +81,8 @@ class Placement:
     servers: tuple[Server, ...]
     master: int = 0
     """Index into `servers` of the pod MASTER_ADDR names (task index 0 of the first NPU task); it gets rank 0."""
+    ignored_pods: tuple[IgnoredPod, ...] = ()
+    """NPU pods read with the job's but left out (another job, job UID or version; terminated), for reports."""
 
     @property
     def devices_per_server(self) -> int:

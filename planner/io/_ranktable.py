@@ -15,6 +15,7 @@ from typing import Any, Literal, NotRequired, TypedDict
 
 from planner._errors import RankTableError
 from planner._model import Placement
+from planner.io._numbers import parse_count, shown
 
 RankTableVersion = Literal["1.0", "1.2"]
 
@@ -86,6 +87,7 @@ def build_rank_table(placement: Placement, order: Sequence[int], version: RankTa
     if version not in ("1.0", "1.2"):
         raise RankTableError(f'version: must be "1.0" or "1.2", got {version!r}')
     ranked = check_order(placement, order)
+    _check_unique(placement)
     per_server = placement.devices_per_server
     server_list: list[RankTableServer] = []
     super_pods: dict[str, list[RankTableSuperPodServer]] = {}
@@ -139,6 +141,36 @@ def build_rank_table(placement: Placement, order: Sequence[int], version: RankTa
     return table
 
 
+def _check_unique(placement: Placement) -> None:
+    """HCCL refuses a table with a server_id or a device IP twice; `read_placement` reports these as problems,
+    and placements built otherwise (by hand, by the extender's experiments) are checked here."""
+    servers: dict[str, str] = {}
+    ips: dict[str, str] = {}
+    for server in placement.servers:
+        other = servers.setdefault(server.server_id, server.pod_name)
+        if other != server.pod_name:
+            raise RankTableError(
+                f"pod {server.pod_name}: server_id {shown(server.server_id)} is also pod {other}'s; "
+                "HCCL needs a distinct server_id per server"
+            )
+        for device in server.devices:
+            key = _normalised_ip(device.device_ip)
+            where = f"pod {server.pod_name} device {device.device_id}"
+            first = ips.setdefault(key, where)
+            if first != where:
+                raise RankTableError(
+                    f"{where}: device_ip {shown(device.device_ip)} is also the IP of {first}; "
+                    "HCCL needs a distinct IP per NPU"
+                )
+
+
+def _normalised_ip(text: str) -> str:
+    try:
+        return str(ipaddress.ip_address(text))
+    except ValueError:
+        return text
+
+
 def _ordered(table: Mapping[str, Any]) -> dict[str, Any]:
     """A copy with the keys in the documented order (tables parsed from elsewhere may come in any order)."""
     out: dict[str, Any] = {"status": table["status"]}
@@ -185,9 +217,10 @@ def _expect_str(value: Any, where: str) -> str:
 
 def _expect_int_str(value: Any, where: str) -> int:
     text = _expect_str(value, where)
-    if not text.isdigit():
-        raise RankTableError(f"{where}: must be a non-negative integer in a string, got {text!r}")
-    return int(text)
+    try:
+        return parse_count(text)
+    except ValueError as exc:
+        raise RankTableError(f"{where}: must be a non-negative integer in a string: {exc}") from None
 
 
 def parse_rank_table(text: str) -> RankTable:
@@ -219,11 +252,18 @@ def parse_rank_table(text: str) -> RankTable:
     ranks: list[int] = []
     per_server: int | None = None
     server_ids: list[str] = []
+    device_ips: dict[str, str] = {}
     for i, server in enumerate(servers):
         where = f"server_list[{i}]"
         if not isinstance(server, dict):
             raise RankTableError(f"{where}: must be an object")
-        server_ids.append(_expect_str(server.get("server_id"), f"{where}.server_id"))
+        server_id = _expect_str(server.get("server_id"), f"{where}.server_id")
+        if server_id in server_ids:
+            raise RankTableError(
+                f"{where}.server_id: {shown(server_id)} is also server_list[{server_ids.index(server_id)}]'s; "
+                "HCCL needs a distinct server_id per server"
+            )
+        server_ids.append(server_id)
         for key in ("host_ip", "container_ip"):
             if key in server:
                 _expect_str(server[key], f"{where}.{key}")
@@ -234,7 +274,7 @@ def parse_rank_table(text: str) -> RankTable:
             per_server = len(devices)
         elif len(devices) != per_server:
             raise RankTableError(f"{where}.device: has {len(devices)} devices, server_list[0] has {per_server}")
-        ranks += _device_ranks(devices, where, version)
+        ranks += _device_ranks(devices, where, version, device_ips)
     if sorted(ranks) != list(range(len(ranks))):
         missing = sorted(set(range(len(ranks))) - set(ranks))[:5]
         raise RankTableError(
@@ -246,8 +286,9 @@ def parse_rank_table(text: str) -> RankTable:
     return table
 
 
-def _device_ranks(devices: list[Any], where: str, version: str) -> list[int]:
-    """The rank ids of one server's devices, each device checked (unique id, an IP, super_device_id in 1.2)."""
+def _device_ranks(devices: list[Any], where: str, version: str, device_ips: dict[str, str]) -> list[int]:
+    """The rank ids of one server's devices, each device checked (unique id, an IP unique in the table as
+    `device_ips` records it, super_device_id in 1.2)."""
     ranks: list[int] = []
     seen: set[int] = set()
     for j, device in enumerate(devices):
@@ -260,9 +301,12 @@ def _device_ranks(devices: list[Any], where: str, version: str) -> list[int]:
         seen.add(device_id)
         ip = _expect_str(device.get("device_ip"), f"{dwhere}.device_ip")
         try:
-            ipaddress.ip_address(ip)
+            normalised = str(ipaddress.ip_address(ip))
         except ValueError:
-            raise RankTableError(f"{dwhere}.device_ip: {ip!r} is not an IP address") from None
+            raise RankTableError(f"{dwhere}.device_ip: {shown(ip)} is not an IP address") from None
+        first = device_ips.setdefault(normalised, f"{dwhere}.device_ip")
+        if first != f"{dwhere}.device_ip":
+            raise RankTableError(f"{dwhere}.device_ip: {ip} is also {first}; HCCL needs a distinct IP per NPU")
         if version == "1.2":
             _expect_str(device.get("super_device_id"), f"{dwhere}.super_device_id")
         ranks.append(_expect_int_str(device.get("rank_id"), f"{dwhere}.rank_id"))
@@ -307,9 +351,13 @@ def parse_ranks_env(text: str) -> dict[str, int]:
         if not line.strip() or line.lstrip().startswith("#"):
             continue
         name, sep, value = line.partition("=")
-        if not sep or not value.strip().isdigit():
-            raise RankTableError(f"ranks.env line {number}: expected <pod-name>=<node-rank>, got {line!r}")
-        ranks[name.strip()] = int(value)
+        try:
+            rank = parse_count(value.strip()) if sep else None
+        except ValueError:
+            rank = None
+        if rank is None:
+            raise RankTableError(f"ranks.env line {number}: expected <pod-name>=<node-rank>, got {shown(line)}")
+        ranks[name.strip()] = rank
     return ranks
 
 

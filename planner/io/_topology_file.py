@@ -25,6 +25,7 @@ import yaml
 
 from planner._errors import InputError, TopologyError
 from planner._model import Fabric, Layout, Topology, frozen_mapping
+from planner.io._numbers import shown
 
 TOPOLOGY_API_VERSION = "ringroute.io/v1alpha1"
 TOPOLOGY_KIND = "Topology"
@@ -37,32 +38,61 @@ _FABRIC_FIELDS: dict[str, str] = {
     "spineOversubscription": "spine_oversubscription",
     "leafUplinks": "leaf_uplinks",
 }
-_DIGITS = re.compile(r"(\d+)")
+_DIGITS = re.compile(r"([0-9]+)")  # ASCII: str.isdigit() is also true for "²", which int() refuses
+MAX_NICS_PER_SERVER = 64
+"""Most NICs per server a fabric may declare (Ascend servers have 8 or 16); the simulator's arrays grow with it."""
+MAX_LEAF_UPLINKS = 4096
+"""Most uplinks per tier-1 switch a fabric may declare (more than any switch has ports)."""
+MAX_GENERATED_SERVERS = 1_000_000
+"""Most servers `generate_topology` builds (a synthetic cluster far above any real one)."""
+MAX_SLOT = 65_535
+"""Largest port slot (NSLB slice id) of a server on its leaf."""
 DEFAULT_FABRIC = Fabric()
 """The fabric of sources that give none: a 1:1 Clos of 200 Gbit/s links, ToR layout, 8 NICs per server."""
 
 
-def natural_key(name: str) -> tuple[tuple[int, int | str], ...]:
-    """Sort key that puts `node-9` before `node-10`."""
-    return tuple((0, int(part)) if part.isdigit() else (1, part) for part in _DIGITS.split(name) if part)
+def natural_key(name: str) -> tuple[tuple[int, int, str], ...]:
+    """Sort key that puts `node-9` before `node-10`.
+
+    Digit runs compare by length, then text, once their leading zeros are gone: the numeric order, without
+    converting a run that may be thousands of digits long.
+    """
+    key: list[tuple[int, int, str]] = []
+    for part in _DIGITS.split(name):
+        if not part:
+            continue
+        if _DIGITS.fullmatch(part):
+            digits = part.lstrip("0") or "0"
+            key.append((0, len(digits), digits))
+        else:
+            key.append((1, 0, part))
+    return tuple(key)
 
 
 def check_fabric(fabric: Fabric, where: str = "fabric") -> Fabric:
     """Return the fabric after checking its values; raise InputError naming the bad field."""
     if fabric.layout not in ("tor", "rail"):
         raise InputError(f"{where}.layout: must be tor or rail, got {fabric.layout!r}")
-    if not isinstance(fabric.nics_per_server, int) or fabric.nics_per_server < 1:
-        raise InputError(f"{where}.nicsPerServer: must be a positive integer, got {fabric.nics_per_server!r}")
+    if not _bounded_int(fabric.nics_per_server, MAX_NICS_PER_SERVER):
+        raise InputError(
+            f"{where}.nicsPerServer: must be an integer 1..{MAX_NICS_PER_SERVER}, got {shown(fabric.nics_per_server)}"
+        )
     for name, value in (
         ("linkGbps", fabric.link_gbps),
         ("leafOversubscription", fabric.leaf_oversubscription),
         ("spineOversubscription", fabric.spine_oversubscription),
     ):
         if not isinstance(value, int | float) or isinstance(value, bool) or not value > 0 or math.isinf(value):
-            raise InputError(f"{where}.{name}: must be a positive number, got {value!r}")
-    if fabric.leaf_uplinks is not None and (not isinstance(fabric.leaf_uplinks, int) or fabric.leaf_uplinks < 1):
-        raise InputError(f"{where}.leafUplinks: must be a positive integer, got {fabric.leaf_uplinks!r}")
+            raise InputError(f"{where}.{name}: must be a positive number, got {shown(value)}")
+    if fabric.leaf_uplinks is not None and not _bounded_int(fabric.leaf_uplinks, MAX_LEAF_UPLINKS):
+        raise InputError(
+            f"{where}.leafUplinks: must be an integer 1..{MAX_LEAF_UPLINKS}, got {shown(fabric.leaf_uplinks)}"
+        )
     return fabric
+
+
+def _bounded_int(value: object, maximum: int) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and 1 <= value <= maximum
 
 
 def validated_topology(
@@ -123,8 +153,10 @@ def validated_topology(
         for node in members:
             if node in given:
                 slot = given[node]
-                if not isinstance(slot, int) or isinstance(slot, bool) or slot < 0:
-                    raise TopologyError(f"{source}: node {node}: slot must be a non-negative integer, got {slot!r}")
+                if not isinstance(slot, int) or isinstance(slot, bool) or not 0 <= slot <= MAX_SLOT:
+                    raise TopologyError(
+                        f"{source}: node {node}: slot must be an integer 0..{MAX_SLOT}, got {shown(slot)}"
+                    )
                 if slot in used:
                     raise TopologyError(
                         f"{source}: nodes {used[slot]} and {node} both use slot {slot} on {leaf}; slots "
@@ -167,11 +199,15 @@ def load_topology_file(text: str) -> Topology:
         where = f" at line {mark.line + 1} column {mark.column + 1}" if mark is not None else ""
         problem = getattr(exc, "problem", None) or "cannot parse"
         raise TopologyError(f"topology file: malformed YAML{where}: {problem}; fix the file") from exc
+    except RecursionError:
+        raise TopologyError("topology file: nested too deeply; fix the file") from None
+    except ValueError as exc:  # PyYAML's int() of a number of over 4,300 digits
+        raise TopologyError(f"topology file: unreadable ({str(exc).splitlines()[0][:120]}); fix the file") from None
     if not isinstance(data, Mapping):
         raise TopologyError("topology file: expected a mapping with fabric and leaves")
     kind = data.get("kind", TOPOLOGY_KIND)
     if kind != TOPOLOGY_KIND:
-        raise TopologyError(f"kind: expected {TOPOLOGY_KIND}, got {kind!r}")
+        raise TopologyError(f"kind: expected {TOPOLOGY_KIND}, got {shown(kind)}")
     known = {"apiVersion", "kind", "metadata", "fabric", "leaves"}
     for key in data:
         if key not in known:
@@ -227,8 +263,8 @@ def _leaf_server(server: Any, index: int, where: str, paths: Mapping[str, tuple[
     node = str(node)
     if node in paths:
         raise TopologyError(f"{where}: node {node} is already on {paths[node][0]}; list it once")
-    if not isinstance(slot, int) or isinstance(slot, bool) or slot < 0:
-        raise TopologyError(f"{where}.slot: must be a non-negative integer, got {slot!r}")
+    if not isinstance(slot, int) or isinstance(slot, bool) or not 0 <= slot <= MAX_SLOT:
+        raise TopologyError(f"{where}.slot: must be an integer 0..{MAX_SLOT}, got {shown(slot)}")
     return node, slot
 
 
@@ -295,10 +331,14 @@ def generate_topology(
     Servers are `<prefix>-<n>` numbered leaf by leaf, zero-padded; slots are positions on the leaf.
     """
     for name, value in (("leaves", leaves), ("servers_per_leaf", servers_per_leaf)):
-        if not isinstance(value, int) or value < 1:
-            raise InputError(f"{name}: must be a positive integer, got {value!r}")
-    if leaves_per_pod is not None and (not isinstance(leaves_per_pod, int) or leaves_per_pod < 1):
-        raise InputError(f"leaves_per_pod: must be a positive integer, got {leaves_per_pod!r}")
+        if not _bounded_int(value, MAX_GENERATED_SERVERS):
+            raise InputError(f"{name}: must be an integer 1..{MAX_GENERATED_SERVERS}, got {shown(value)}")
+    if leaves * servers_per_leaf > MAX_GENERATED_SERVERS:
+        raise InputError(
+            f"leaves x servers_per_leaf: {leaves * servers_per_leaf} servers; at most {MAX_GENERATED_SERVERS}"
+        )
+    if leaves_per_pod is not None and not _bounded_int(leaves_per_pod, MAX_GENERATED_SERVERS):
+        raise InputError(f"leaves_per_pod: must be an integer 1..{MAX_GENERATED_SERVERS}, got {shown(leaves_per_pod)}")
     if not name_prefix:
         raise InputError("name_prefix: must not be empty")
     fabric = check_fabric(
@@ -379,22 +419,29 @@ def nodes_for_topology(
     return nodes
 
 
-def node_addresses(nodes: Iterable[Mapping[str, Any]]) -> dict[str, str]:
-    """Address (InternalIP, ExternalIP, Hostname) -> node name, for sources that name servers by IP."""
-    names: dict[str, str] = {}
+def node_address_pairs(nodes: Iterable[Mapping[str, Any]]) -> list[tuple[str, str]]:
+    """(address, node name) of every address (InternalIP, ExternalIP, Hostname) of every node, in input order."""
+    pairs: list[tuple[str, str]] = []
     for node in nodes:
-        name = str((node.get("metadata") or {}).get("name") or "")
-        if not name:
+        metadata = node.get("metadata") if isinstance(node, Mapping) else None
+        name = str(metadata.get("name") or "") if isinstance(metadata, Mapping) else ""
+        status = node.get("status") if isinstance(node, Mapping) else None
+        addresses = status.get("addresses") if isinstance(status, Mapping) else None
+        if not name or not isinstance(addresses, list):
             continue
-        for address in (node.get("status") or {}).get("addresses") or []:
-            value = address.get("address")
+        for address in addresses:
+            value = address.get("address") if isinstance(address, Mapping) else None
             if value:
-                names.setdefault(str(value), name)
-    return names
+                pairs.append((str(value), name))
+    return pairs
 
 
 __all__ = [
     "DEFAULT_FABRIC",
+    "MAX_GENERATED_SERVERS",
+    "MAX_LEAF_UPLINKS",
+    "MAX_NICS_PER_SERVER",
+    "MAX_SLOT",
     "TOPOLOGY_API_VERSION",
     "TOPOLOGY_KIND",
     "check_fabric",
@@ -402,7 +449,7 @@ __all__ = [
     "generate_topology",
     "load_topology_file",
     "natural_key",
-    "node_addresses",
+    "node_address_pairs",
     "node_ip",
     "nodes_for_topology",
     "validated_topology",

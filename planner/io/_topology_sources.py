@@ -14,10 +14,12 @@ from typing import Any
 
 from planner._errors import InputError, TopologyError
 from planner._model import Fabric, Placement, Topology, frozen_mapping
+from planner.io._numbers import parse_count, shown
 from planner.io._topology_file import (
     DEFAULT_FABRIC,
+    MAX_SLOT,
     natural_key,
-    node_addresses,
+    node_address_pairs,
     validated_topology,
 )
 
@@ -46,6 +48,7 @@ def _labels(obj: Mapping[str, Any]) -> Mapping[str, str]:
 
 
 def _node_objects(nodes: Iterable[Mapping[str, Any]]) -> list[tuple[str, Mapping[str, str]]]:
+    """(name, labels) of every Node, in input order (a node listed twice appears twice)."""
     out: list[tuple[str, Mapping[str, str]]] = []
     for position, node in enumerate(nodes):
         if not isinstance(node, Mapping):
@@ -53,11 +56,36 @@ def _node_objects(nodes: Iterable[Mapping[str, Any]]) -> list[tuple[str, Mapping
         kind = node.get("kind")
         name = _metadata_name(node)
         if kind not in (None, "Node"):
-            raise InputError(f"{kind} {name or position}: expected Node objects (kubectl get nodes -o yaml)")
+            raise InputError(f"{shown(kind)} {name or position}: expected Node objects (kubectl get nodes -o yaml)")
         if not name:
             raise InputError(f"nodes[{position}].metadata.name: required")
         out.append((name, _labels(node)))
     return out
+
+
+def _unique_nodes(
+    objects: Sequence[tuple[str, Mapping[str, str]]], keys: Iterable[str]
+) -> dict[str, Mapping[str, str]]:
+    """Labels by node name. A node listed twice (two `kubectl get` outputs joined) must agree on every label in
+    `keys`, or which switch it hangs under would depend on input order: raise TopologyError naming both."""
+    wanted = sorted(set(keys))
+    first: dict[str, tuple[int, Mapping[str, str]]] = {}
+    for position, (name, labels) in enumerate(objects):
+        seen = first.setdefault(name, (position, labels))
+        if seen[0] == position:
+            continue
+        differing = next((k for k in wanted if seen[1].get(k) != labels.get(k)), None)
+        if differing is not None:
+            raise TopologyError(
+                f"node {name}: listed twice with different topology labels (nodes[{seen[0]}]: "
+                f"{_label_text(seen[1], differing)}; nodes[{position}]: {_label_text(labels, differing)}); "
+                "pass each Node once, from one kubectl get nodes -o yaml"
+            )
+    return {name: labels for name, (_, labels) in first.items()}
+
+
+def _label_text(labels: Mapping[str, str], key: str) -> str:
+    return f"{key}={shown(labels[key])}" if key in labels else f"no {key}"
 
 
 def _topograph_keys(keys: Iterable[str]) -> list[str]:
@@ -119,7 +147,7 @@ def topology_from_nodes(
             )
         described = ",".join(keys)
     paths: dict[str, tuple[str, ...]] = {}
-    for name, labels in objects:
+    for name, labels in _unique_nodes(objects, keys).items():
         carried = [k for k in keys if labels.get(k)]
         if not carried:
             if skip_unlabelled:
@@ -166,7 +194,7 @@ def _compile(pattern: str, where: str) -> re.Pattern[str]:
     try:
         return re.compile(pattern)
     except re.error as exc:
-        raise TopologyError(f"{where}: invalid regular expression {pattern!r} ({exc}); fix the pattern") from None
+        raise TopologyError(f"{where}: invalid regular expression {shown(pattern)} ({exc}); fix the pattern") from None
 
 
 def topology_from_hypernodes(
@@ -181,8 +209,8 @@ def topology_from_hypernodes(
     inside some HyperNode are in the topology. A root HyperNode holding everything is the top switch layer and is
     not listed as a tier.
     """
-    node_labels = dict(_node_objects(nodes))
     objects = _hypernode_objects(hypernodes)
+    node_labels = _unique_nodes(_node_objects(nodes), _selector_keys(objects))
     node_parent: dict[str, str] = {}
     hyper_parent: dict[str, str] = {}
     for name in sorted(objects, key=natural_key):
@@ -211,6 +239,24 @@ def topology_from_hypernodes(
     return validated_topology(paths, fabric=fabric, source="hypernodes", drop_single_top=True)
 
 
+def _selector_keys(objects: Mapping[str, tuple[int, list[Mapping[str, Any]]]]) -> set[str]:
+    """Label keys the HyperNodes' labelMatch selectors read: the labels that place a node."""
+    keys: set[str] = set()
+    for _, members in objects.values():
+        for member in members:
+            selector = member.get("selector") if isinstance(member, Mapping) else None
+            match = selector.get("labelMatch") if isinstance(selector, Mapping) else None
+            if not isinstance(match, Mapping):
+                continue
+            labels = match.get("matchLabels")
+            keys.update(str(k) for k in (labels if isinstance(labels, Mapping) else {}))
+            expressions = match.get("matchExpressions")
+            for expression in expressions if isinstance(expressions, list) else []:
+                if isinstance(expression, Mapping) and expression.get("key") is not None:
+                    keys.add(str(expression["key"]))
+    return keys
+
+
 def _hypernode_objects(hypernodes: Iterable[Mapping[str, Any]]) -> dict[str, tuple[int, list[Mapping[str, Any]]]]:
     """Each HyperNode's tier and members by name, checked."""
     objects: dict[str, tuple[int, list[Mapping[str, Any]]]] = {}
@@ -220,15 +266,21 @@ def _hypernode_objects(hypernodes: Iterable[Mapping[str, Any]]) -> dict[str, tup
         name = _metadata_name(hypernode)
         kind = hypernode.get("kind")
         if kind not in (None, "HyperNode"):
-            raise InputError(f"{kind} {name or position}: expected HyperNode objects (kubectl get hypernodes -o yaml)")
+            raise InputError(
+                f"{shown(kind)} {name or position}: expected HyperNode objects (kubectl get hypernodes -o yaml)"
+            )
         if not name:
             raise TopologyError(f"hypernodes[{position}].metadata.name: required")
         if name in objects:
             raise TopologyError(f"HyperNode {name}: listed twice; pass each HyperNode once")
         spec = hypernode.get("spec") or {}
-        tier = spec.get("tier")
-        if not isinstance(tier, int) or isinstance(tier, bool) or tier < 0:
-            raise TopologyError(f"HyperNode {name}: spec.tier: required non-negative integer, got {tier!r}")
+        try:
+            tier = spec.get("tier")
+            if isinstance(tier, str):  # the CRD's tier is an integer; a quoted one never came from the API server
+                raise ValueError(f"{shown(tier)} is a string, not an integer")
+            tier = parse_count(tier)
+        except ValueError as exc:
+            raise TopologyError(f"HyperNode {name}: spec.tier: {exc}; give the tier as a small integer") from None
         members = spec.get("members")
         if not isinstance(members, list) or not members:
             raise TopologyError(f"HyperNode {name}: spec.members: needs at least one member")
@@ -249,7 +301,7 @@ def _hypernode_members(
         raise TopologyError(f"{where}: expected a mapping with type and selector")
     member_type = member.get("type")
     if member_type not in ("Node", "HyperNode"):
-        raise TopologyError(f"{where}.type: must be Node or HyperNode, got {member_type!r}")
+        raise TopologyError(f"{where}.type: must be Node or HyperNode, got {shown(member_type)}")
     selector = member.get("selector") or {}
     given = [k for k in ("exactMatch", "regexMatch", "labelMatch") if selector.get(k) is not None]
     if len(given) != 1:
@@ -328,18 +380,24 @@ def topology_from_tor_configmap(
             raise TopologyError(
                 f"ConfigMap {name}: data.{TOR_INFO_KEY}: not JSON ({exc.msg} at line {exc.lineno}); fix the ConfigMap"
             ) from None
+        except (ValueError, RecursionError):  # a number of over 4,300 digits, or nesting past the stack
+            raise TopologyError(
+                f"ConfigMap {name}: data.{TOR_INFO_KEY}: unreadable JSON (nested too deeply or a number too long); "
+                "fix the ConfigMap"
+            ) from None
     if not isinstance(tor_info, Mapping) or not isinstance(tor_info.get("server_list"), list):
         raise TopologyError(f"ConfigMap {name}: data.{TOR_INFO_KEY}.server_list: expected a list of switches")
-    by_address = node_addresses(nodes)
+    by_address = _nodes_by_address(nodes)
     paths: dict[str, tuple[str, ...]] = {}
     slots: dict[str, int] = {}
     for i, tor in enumerate(tor_info["server_list"]):
         where = f"ConfigMap {name}: data.{TOR_INFO_KEY}.server_list[{i}]"
         if not isinstance(tor, Mapping):
             raise TopologyError(f"{where}: expected an object with tor_id and server")
-        tor_id = tor.get("tor_id")
-        if tor_id is None or str(tor_id) == "":
-            raise TopologyError(f"{where}.tor_id: required (the switch number)")
+        try:
+            tor_id = parse_count(tor.get("tor_id"))
+        except ValueError as exc:
+            raise TopologyError(f"{where}.tor_id: {exc}; give the switch number") from None
         leaf = f"tor-{tor_id}"
         servers = tor.get("server")
         if not isinstance(servers, list):
@@ -349,21 +407,36 @@ def topology_from_tor_configmap(
             if not isinstance(server, Mapping):
                 raise TopologyError(f"{swhere}: expected an object with server_ip and slice_id")
             ip = server.get("server_ip")
-            if not ip:
-                raise TopologyError(f"{swhere}.server_ip: required")
-            node = str(server.get("server_name") or by_address.get(str(ip)) or ip)
+            if not ip or not isinstance(ip, str):
+                raise TopologyError(f"{swhere}.server_ip: required, as a string")
+            named = by_address.get(ip, [])
+            if len(named) > 1 and not server.get("server_name"):
+                raise TopologyError(
+                    f"{swhere}.server_ip: {ip} is the address of both node {named[0]} and node {named[1]}; "
+                    "fix the nodes' addresses or name the server (server_name)"
+                )
+            node = str(server.get("server_name") or (named[0] if named else ip))
             if node in paths:
                 raise TopologyError(f"{swhere}: server {ip} is already under {paths[node][0]}; list it once")
-            slice_id = server.get("slice_id", j)
             try:
-                slot = int(slice_id)
-            except (TypeError, ValueError):
-                raise TopologyError(f"{swhere}.slice_id: must be an integer, got {slice_id!r}") from None
+                slot = parse_count(server.get("slice_id", j), maximum=MAX_SLOT)
+            except ValueError as exc:
+                raise TopologyError(f"{swhere}.slice_id: {exc}") from None
             paths[node] = (leaf,)
             slots[node] = slot
     if not paths:
         raise TopologyError(f"ConfigMap {name}: data.{TOR_INFO_KEY}: lists no servers")
     return validated_topology(paths, slots, fabric=fabric, source="tor-configmap")
+
+
+def _nodes_by_address(nodes: Iterable[Mapping[str, Any]]) -> dict[str, list[str]]:
+    """Address (InternalIP, ExternalIP, Hostname) -> the names of the nodes that have it, each name once."""
+    names: dict[str, list[str]] = {}
+    for address, name in node_address_pairs(nodes):
+        owners = names.setdefault(address, [])
+        if name not in owners:
+            owners.append(name)
+    return names
 
 
 # -- matching a topology to a placement -----------------------------------------------------------------------

@@ -57,3 +57,12 @@ def test_importing_the_model_loads_neither_numpy_nor_scipy() -> None:
     )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert json.loads(result.stdout) == []
+
+
+def test_default_annotation_keys_are_the_built_in_profiles_and_read_a_placement() -> None:
+    from tests.support.pods import sample_job_pods
+    from webhook.common.settings import DEFAULT_PROFILES
+
+    assert all(profile.device_annotation_keys == planner.DEFAULT_ANNOTATION_KEYS for profile in DEFAULT_PROFILES)
+    placement = planner.placement_from_pods(sample_job_pods(), annotation_keys=planner.DEFAULT_ANNOTATION_KEYS)
+    assert len(placement.servers) == 12

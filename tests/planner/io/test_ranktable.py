@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import re
+from dataclasses import replace
 
 import pytest
 from hypothesis import given, settings
@@ -115,6 +117,14 @@ def test_parse_accepts_keys_in_any_order_and_render_restores_the_documented_orde
         (lambda t: t["server_list"][1]["device"].pop(), r"server_list\[1\].device"),
         (lambda t: t.update(version="2.0"), "version"),
         (lambda t: t.update(status="done"), "status"),
+        (lambda t: t["server_list"][0]["device"][0].update(device_id="²"), r"device\[0\].device_id: .*'²'"),
+        (lambda t: t["server_list"][0]["device"][0].update(rank_id="٠"), r"device\[0\].rank_id"),
+        (lambda t: t.update(server_count="9" * 5000), r"server_count: .*\(5000 characters\)"),
+        (
+            lambda t: t["server_list"][1]["device"][1].update(device_ip="192.168.0.10"),
+            r"server_list\[1\].device\[1\].device_ip: 192.168.0.10 is also server_list\[0\].device\[0\]",
+        ),
+        (lambda t: t["server_list"][1].update(server_id="10.0.0.1"), r"server_list\[1\].server_id: .*server_list\[0\]"),
     ],
 )
 def test_parse_rejects_inconsistent_tables_naming_the_field(mutate: object, field: str) -> None:
@@ -165,3 +175,24 @@ def test_every_table_keeps_the_rank_invariants(case: tuple[Placement, tuple[int,
     env = parse_ranks_env(render_ranks_env(placement, order))
     assert env == {placement.servers[index].pod_name: rank for rank, index in enumerate(order)}
     assert render_rank_table(build_rank_table(placement, order, version)) == text  # type: ignore[arg-type]
+
+
+def test_a_table_with_a_device_ip_or_server_id_twice_is_never_built() -> None:
+    twin = server(1)
+    same_ip = Placement("job", "default", (server(0), replace(twin, devices=server(0).devices)))
+    with pytest.raises(
+        RankTableError, match=re.escape("job-worker-1 device 0: device_ip '192.168.0.10' is also the IP of pod")
+    ):
+        build_rank_table(same_ip, (0, 1))
+    same_id = Placement("job", "default", (server(0), replace(twin, server_id=server(0).server_id)))
+    with pytest.raises(
+        RankTableError, match=re.escape("pod job-worker-1: server_id '10.0.0.1' is also pod job-worker-0's")
+    ):
+        build_rank_table(same_id, (0, 1))
+
+
+@pytest.mark.parametrize("rank", ["²", "٣", "9" * 5000, "-1", ""])
+def test_ranks_env_with_a_rank_that_is_not_ascii_digits_is_a_rank_table_error(rank: str) -> None:
+    with pytest.raises(RankTableError, match=re.escape("ranks.env line 2: expected <pod-name>=<node-rank>")) as raised:
+        parse_ranks_env(f"a=0\nb={rank}\n")
+    assert len(str(raised.value)) < 200
