@@ -150,7 +150,7 @@ def test_cli_generate_names_the_bad_flag_in_one_line(tmp_path: Path, capsys: pyt
     code = main(["certs", "generate", "--service", "S!", "--namespace", "n", "--out", str(tmp_path)])
     err = capsys.readouterr().err.strip()
     assert code == 2
-    assert err.startswith("ringroute certs: error: --service: 'S!' is not a DNS label")
+    assert err.startswith("ringroute certs generate: error: --service: 'S!' is not a DNS label")
     assert "\n" not in err
     assert not any(tmp_path.iterdir())
 
@@ -160,4 +160,4 @@ def test_cli_generate_refuses_an_out_path_that_is_a_file(tmp_path: Path, capsys:
     target.write_text("x")
     code = main(["certs", "generate", "--service", "s", "--namespace", "n", "--out", str(target)])
     assert code == 2
-    assert "--out: " in capsys.readouterr().err
+    assert "--out-dir: " in capsys.readouterr().err

@@ -69,7 +69,7 @@ def test_bad_flags_are_one_line_errors(tmp_path: Path, capsys: pytest.CaptureFix
     assert lines == [
         "ringroute serve: error: --listen: expected ADDR:PORT such as 0.0.0.0:9443 (got '127.0.0.1:x')",
         f"ringroute serve: error: --cert-dir: {tmp_path / 'nope'} is not a directory; create one with "
-        "`ringroute certs generate --out DIR`",
+        "`ringroute certs generate --out-dir DIR`",
         "ringroute serve: error: --workers: must be at least 1",
     ]
 

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from webhook.cli.errors import CommandError
+from webhook.cli.parser import hide_alias
 
 
 def register(subparsers: Any) -> None:
@@ -28,10 +29,14 @@ def register(subparsers: Any) -> None:
             "the key names of a Kubernetes TLS Secret. Prints one JSON line describing the result."
         ),
     )
-    generate.add_argument("--service", required=True, help="Service name of the webhook (S)")
-    generate.add_argument("--namespace", required=True, help="namespace of the Service (N)")
-    generate.add_argument("--out", required=True, type=Path, help="directory to write the files into")
-    generate.add_argument("--days", type=int, default=365, help="validity in days (default 365)")
+    generate.add_argument("--service", required=True, metavar="S", help="Service name of the webhook")
+    generate.add_argument("--namespace", required=True, metavar="N", help="namespace of the Service")
+    # --out-dir names a directory in every command; --out was this option's name before.
+    generate.add_argument(
+        "--out-dir", "--out", dest="out_dir", required=True, type=Path, metavar="DIR", help="directory to write into"
+    )
+    hide_alias(generate, "--out")
+    generate.add_argument("--days", type=int, default=365, metavar="DAYS", help="validity in days")
     generate.add_argument(
         "--extra-san",
         action="append",
@@ -50,9 +55,9 @@ def _usage(parser: argparse.ArgumentParser) -> int:
 def _generate(args: argparse.Namespace) -> int:
     from certs import CA_FILE, CERT_FILE, KEY_FILE, CertificateError, generate_bundle
 
-    out: Path = args.out
+    out: Path = args.out_dir
     if out.exists() and not out.is_dir():
-        raise CommandError(f"--out: {out} exists and is not a directory; pass a directory path")
+        raise CommandError(f"--out-dir: {out} exists and is not a directory; pass a directory path")
     try:
         bundle = generate_bundle(args.service, args.namespace, out, days=args.days, extra_names=args.extra_san)
     except CertificateError as exc:
@@ -60,7 +65,7 @@ def _generate(args: argparse.Namespace) -> int:
         flag = {"service": "--service", "namespace": "--namespace", "days": "--days"}.get(field, "--extra-san")
         raise CommandError(f"{flag}: {str(exc).split(': ', 1)[-1]}") from exc
     except OSError as exc:
-        raise CommandError(f"--out: cannot write to {out}: {exc.strerror or exc}") from exc
+        raise CommandError(f"--out-dir: cannot write to {out}: {exc.strerror or exc}") from exc
     summary = {
         "caBundle": str(out / CA_FILE),
         "certificate": str(out / CERT_FILE),

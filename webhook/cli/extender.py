@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from webhook.cli.serve import ServeOptions, load_options_settings, parse_address, run_extender
+from webhook.common.settings import ExtenderSettings
 
 
 def register(subparsers: Any) -> None:
@@ -20,10 +21,18 @@ def register(subparsers: Any) -> None:
             "foreground, without admission or the controller. The Deployment runs it as its own container, so "
             "it has its own CPU and memory limits; `ringroute serve` runs the same in a supervised child process."
         ),
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
-    parser.add_argument("--config", type=Path, metavar="FILE", help="settings YAML (the ringroute ConfigMap)")
-    parser.add_argument("--listen", metavar="ADDR:PORT", help="extender address (default: settings extender.listen)")
+    parser.add_argument(
+        "--config",
+        type=Path,
+        metavar="FILE",
+        help="settings YAML, as in the ringroute-settings ConfigMap (default: built-in settings)",
+    )
+    parser.add_argument(
+        "--listen",
+        metavar="ADDR:PORT",
+        help=f"extender address (default: settings extender.listen, {ExtenderSettings().listen})",
+    )
     parser.set_defaults(handler=_extender)
 
 

@@ -1,7 +1,7 @@
 """`ringroute` command line: one argparse module per command, each registering its own parsers.
 
 Command modules only parse arguments; the heavy imports (aiohttp, kubernetes_asyncio, numpy, scipy) happen inside
-their handlers, so `ringroute --help` is fast.
+their handlers, so `ringroute --help` is fast. Every failure is one line on stderr with exit status 2.
 """
 
 from __future__ import annotations
@@ -12,7 +12,10 @@ import sys
 from collections.abc import Sequence
 
 from webhook.cli import certs, extender, plan, serve, simulate_scheduling
-from webhook.cli.errors import CommandError
+from webhook.cli.errors import CommandError, one_line, printable
+from webhook.cli.parser import RingrouteParser
+
+log = logging.getLogger("ringroute")
 
 # Each module exposes `register(subparsers) -> None`; its parsers set `handler(args) -> int`.
 _COMMAND_MODULES = (
@@ -26,11 +29,11 @@ _COMMAND_MODULES = (
 
 def build_parser() -> argparse.ArgumentParser:
     """The full argument parser."""
-    parser = argparse.ArgumentParser(
+    parser = RingrouteParser(
         prog="ringroute",
         description="Topology-aware rank tables for Ascend NPU training on Kubernetes + Volcano.",
+        top_level=True,
     )
-    parser.add_argument("--log-level", default="INFO", help="logging level (default INFO)")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     for module in _COMMAND_MODULES:
         module.register(subparsers)
@@ -41,7 +44,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the `ringroute` console script."""
     parser = build_parser()
     args = parser.parse_args(argv)
-    logging.basicConfig(level=args.log_level.upper(), format="%(message)s", stream=sys.stderr)
+    logging.basicConfig(level=args.log_level, format="%(message)s", stream=sys.stderr)
     handler = getattr(args, "handler", None)
     if handler is None:
         parser.print_help()
@@ -49,8 +52,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return int(handler(args))
     except CommandError as exc:
-        print(f"ringroute {args.command}: error: {exc}", file=sys.stderr)
-        return 2
+        print(printable(f"{args.command_prog}: error: {exc}"), file=sys.stderr)
+    except Exception as exc:
+        # Whatever a command did not foresee still ends in one line; the traceback is there for the asking.
+        log.debug("traceback of the error below", exc_info=True)
+        print(
+            printable(
+                f"{args.command_prog}: error: unexpected {type(exc).__name__}: {one_line(str(exc))}; "
+                "rerun with --log-level DEBUG for the traceback"
+            ),
+            file=sys.stderr,
+        )
+    return 2
 
 
 if __name__ == "__main__":

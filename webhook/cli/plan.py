@@ -7,17 +7,17 @@ pod, node or field and the fix (exit status 2), and `plan` writes nothing unless
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import logging
-import os
-import shutil
-import tempfile
+import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from planner import (
+    DEFAULT_LABEL_KEYS,
     Fabric,
     InputError,
     Placement,
@@ -37,9 +37,11 @@ from planner import (
     topology_from_nodes,
     topology_from_tor_configmap,
 )
-from webhook.cli.errors import CommandError
+from webhook.cli.errors import CommandError, one_line
+from webhook.cli.inputs import read_from, read_settings, read_text
+from webhook.cli.outputs import replace_directory, replace_file, staged_file
 from webhook.common.names import HYPERCLUSTER_LABEL, HYPERNODE_LABEL, RING_LABEL, TOR_LABEL
-from webhook.common.settings import AcceleratorProfile, Settings, SettingsError, load_settings
+from webhook.common.settings import AcceleratorProfile, PlanningSettings, Settings
 
 if TYPE_CHECKING:  # the planner's numeric half loads only when a command plans
     from planner import JobNetwork, OrderEvaluation, Pattern, PlanResult, Routing
@@ -51,6 +53,8 @@ RANKS_ENV_FILE = "ranks.env"
 REPORT_FILE = "ringroute-plan.json"
 ROUTES_FILE = "routes.json"
 SIMULATED_ORDERS = ("pod-index", "hostname", "nslb", "leaf-grouped")
+MAX_QPS = 32
+"""HCCL_RDMA_QPS_PER_CONNECTION's upper limit (CANN environment variable reference)."""
 
 T = TypeVar("T")
 
@@ -64,7 +68,13 @@ def register(subparsers: Any) -> None:
         "ranks.env, ringroute-plan.json (and routes.json with --routing pinned) into --out-dir.",
     )
     _add_inputs(plan)
-    plan.add_argument("--out-dir", required=True, type=Path, help="directory to write (created atomically)")
+    plan.add_argument(
+        "--out-dir",
+        required=True,
+        type=Path,
+        metavar="DIR",
+        help="directory to write; an existing one is replaced as a whole, and only if it holds nothing but a plan",
+    )
     plan.set_defaults(handler=run_plan)
 
     simulate = subparsers.add_parser(
@@ -74,9 +84,14 @@ def register(subparsers: Any) -> None:
         "ring edges against their bound, max link load against λ*, ring and halving-doubling bus bandwidth.",
     )
     _add_inputs(simulate)
-    simulate.add_argument("--seeds", type=int, default=20, help="ECMP hash seeds to average over (default 20)")
+    simulate.add_argument("--seeds", type=int, default=20, metavar="N", help="ECMP hash seeds to average over")
     simulate.add_argument("--json", action="store_true", help="print JSON instead of a table")
-    simulate.add_argument("--plot", type=Path, metavar="FILE.png", help="draw link loads before and after")
+    simulate.add_argument(
+        "--plot",
+        type=Path,
+        metavar="FILE.png",
+        help="also draw the link loads of pod-index order and ringroute's order (needs ringroute[plot])",
+    )
     simulate.set_defaults(handler=run_simulate)
 
     topology = subparsers.add_parser("topology", help="topology files", description="Topology file tools.")
@@ -86,24 +101,34 @@ def register(subparsers: Any) -> None:
         help="write a regular Clos topology file (and matching Node objects)",
         description="Write a ringroute topology file for a regular 2- or 3-tier Clos, for benchmarks and trials.",
     )
-    generate.add_argument("--leaves", type=int, required=True, help="leaf switches (rail groups in a rail layout)")
-    generate.add_argument("--servers-per-leaf", type=int, required=True, help="servers under each leaf")
-    generate.add_argument("--leaves-per-pod", type=int, help="group leaves into pods of this many (3 tiers)")
-    generate.add_argument("--layout", choices=("tor", "rail"), default="tor", help="NIC attachment (default tor)")
-    generate.add_argument("--nics", type=int, default=8, help="NICs per server (default 8)")
-    generate.add_argument("--link-gbps", type=float, default=200.0, help="link rate in Gbit/s (default 200)")
-    generate.add_argument("--oversubscription", type=float, default=1.0, help="leaf down:up ratio (default 1)")
     generate.add_argument(
-        "--spine-oversubscription", type=float, default=1.0, help="spine down:up ratio, 3 tiers (default 1)"
+        "--leaves", type=int, required=True, metavar="N", help="leaf switches (rail groups in a rail layout)"
     )
-    generate.add_argument("--name-prefix", default="npu", help="node name prefix (default npu)")
-    generate.add_argument("--out", type=Path, required=True, help="topology file to write")
-    generate.add_argument("--nodes-out", type=Path, help="also write matching Node objects (a List) here")
+    generate.add_argument("--servers-per-leaf", type=int, required=True, metavar="N", help="servers under each leaf")
+    generate.add_argument(
+        "--leaves-per-pod",
+        type=int,
+        metavar="N",
+        help="group leaves into pods of this many, for 3 tiers (default: none, 2 tiers)",
+    )
+    generate.add_argument("--layout", choices=("tor", "rail"), default="tor", help="NIC attachment")
+    generate.add_argument("--nics", type=int, default=8, metavar="N", help="NICs per server")
+    generate.add_argument("--link-gbps", type=float, default=200.0, metavar="G", help="link rate in Gbit/s")
+    generate.add_argument("--oversubscription", type=float, default=1.0, metavar="X", help="leaf down:up ratio")
+    generate.add_argument(
+        "--spine-oversubscription", type=float, default=1.0, metavar="X", help="spine down:up ratio, 3 tiers"
+    )
+    generate.add_argument("--name-prefix", default="npu", metavar="PREFIX", help="node name prefix")
+    generate.add_argument("--out", type=Path, required=True, metavar="FILE", help="topology file to write")
+    generate.add_argument(
+        "--nodes-out", type=Path, metavar="FILE", help="also write matching Node objects (a List) to this file"
+    )
     generate.add_argument(
         "--topology-labels",
         default=None,
+        metavar="K1,K2",
         help="label keys for --nodes-out, top-most first "
-        "(default volcano.sh/tor; volcano.sh/hypercluster,volcano.sh/hypernode in 3 tiers)",
+        f"(default: {TOR_LABEL}; {HYPERCLUSTER_LABEL},{HYPERNODE_LABEL} in 3 tiers)",
     )
     generate.set_defaults(handler=run_topology_generate)
     topology.set_defaults(handler=lambda _args: _usage(topology))
@@ -116,76 +141,140 @@ def _usage(parser: argparse.ArgumentParser) -> int:
 
 def _add_inputs(parser: argparse.ArgumentParser) -> None:
     inputs = parser.add_argument_group("inputs")
-    inputs.add_argument("--pods", type=Path, required=True, help="the job's Pods (kubectl get pods -o yaml)")
-    inputs.add_argument("--nodes", type=Path, help="Node objects whose labels carry the topology")
     inputs.add_argument(
-        "--topology-labels", help="node label keys, top-most first (e.g. volcano.sh/hypercluster,volcano.sh/hypernode)"
+        "--pods", type=Path, required=True, metavar="FILE", help="the job's Pods (kubectl get pods -o yaml)"
     )
-    inputs.add_argument("--hypernodes", type=Path, help="Volcano HyperNode objects (with --nodes)")
-    inputs.add_argument("--tor-configmap", type=Path, help="MindCluster basic-tor-node-cm ConfigMap")
-    inputs.add_argument("--topology", type=Path, help="ringroute topology file")
-    inputs.add_argument("--settings", type=Path, help="ringroute settings file (profiles, fabric, planning)")
-    inputs.add_argument("--profile", help="accelerator profile label value (default: the pods' ring-controller.cce)")
+    inputs.add_argument("--nodes", type=Path, metavar="FILE", help="Node objects whose labels carry the topology")
+    recognised = " | ".join(_label_family(family) for family in DEFAULT_LABEL_KEYS)
+    inputs.add_argument(
+        "--topology-labels",
+        metavar="K1,K2",
+        help="node label keys, top-most first (default: settings topology.labelKeys, else the first of these the "
+        f"nodes carry: {recognised})",
+    )
+    inputs.add_argument("--hypernodes", type=Path, metavar="FILE", help="Volcano HyperNode objects (with --nodes)")
+    inputs.add_argument("--tor-configmap", type=Path, metavar="FILE", help="MindCluster basic-tor-node-cm ConfigMap")
+    inputs.add_argument("--topology", type=Path, metavar="FILE", help="ringroute topology file")
+    inputs.add_argument(
+        "--settings",
+        type=Path,
+        metavar="FILE",
+        help="ringroute settings file: profiles, fabric, planning (default: built-in settings)",
+    )
+    inputs.add_argument(
+        "--profile",
+        metavar="VALUE",
+        help=f"accelerator profile by {RING_LABEL} label value (default: the pods' label)",
+    )
     inputs.add_argument("--job-name", help="only pods of this Volcano Job")
-    inputs.add_argument("--expected-pods", type=int, help="the job's NPU pod count; fewer pods is an error")
+    inputs.add_argument(
+        "--expected-pods",
+        type=int,
+        metavar="N",
+        help="the job's NPU pod count; fewer pods is an error (default: no check)",
+    )
 
-    planning = parser.add_argument_group("planning")
-    planning.add_argument("--pattern", choices=("ring", "halving-doubling", "mixed"), help="collective pattern")
-    planning.add_argument("--routing", choices=("ecmp", "slice", "pinned"), help="routing model of the fabric")
-    planning.add_argument("--qps", type=int, help="queue pairs per connection (HCCL_RDMA_QPS_PER_CONNECTION)")
-    planning.add_argument("--seed", type=int, help="planner seed")
-    planning.add_argument("--time-limit", type=float, help="planner time budget in seconds")
+    plans = PlanningSettings()
+    planning = parser.add_argument_group(
+        "planning", "Unset, each comes from the --settings file's planning section, else it is the default shown."
+    )
+    planning.add_argument(
+        "--pattern",
+        choices=("ring", "halving-doubling", "mixed"),
+        help=f"collective pattern to optimise for (default: {plans.pattern})",
+    )
+    planning.add_argument(
+        "--routing",
+        choices=("ecmp", "slice", "pinned"),
+        help=f"routing model: hashed uplinks, static by NSLB slice id, or routes ringroute picks "
+        f"(default: {plans.routing})",
+    )
+    planning.add_argument(
+        "--qps",
+        type=int,
+        metavar="Q",
+        help=f"queue pairs per connection, as HCCL_RDMA_QPS_PER_CONNECTION (default: {plans.qps_per_connection})",
+    )
+    planning.add_argument("--seed", type=int, metavar="S", help=f"planner seed (default: {plans.seed})")
+    planning.add_argument(
+        "--time-limit",
+        type=float,
+        metavar="SECONDS",
+        help=f"planner time budget in seconds (default: {plans.time_limit_s:g})",
+    )
 
-    fabric = parser.add_argument_group("fabric (facts labels do not carry)")
-    fabric.add_argument("--layout", choices=("tor", "rail"), help="NIC attachment: one leaf, or one rail per NIC")
-    fabric.add_argument("--nics", type=int, help="NICs per server")
-    fabric.add_argument("--link-gbps", type=float, help="link rate in Gbit/s")
-    fabric.add_argument("--leaf-uplinks", type=int, help="uplinks per leaf switch")
-    fabric.add_argument("--oversubscription", type=float, help="leaf downlink:uplink ratio (2 = 2:1)")
+    facts = Fabric()
+    fabric = parser.add_argument_group(
+        "fabric (facts labels do not carry)",
+        "Unset, each comes from the --topology file or the --settings file's topology.fabric, else it is the "
+        "default shown.",
+    )
+    fabric.add_argument(
+        "--layout",
+        choices=("tor", "rail"),
+        help=f"NIC attachment: one leaf, or one rail switch per NIC (default: {facts.layout})",
+    )
+    fabric.add_argument("--nics", type=int, metavar="N", help=f"NICs per server (default: {facts.nics_per_server})")
+    fabric.add_argument(
+        "--link-gbps", type=float, metavar="G", help=f"link rate in Gbit/s (default: {facts.link_gbps:g})"
+    )
+    fabric.add_argument(
+        "--leaf-uplinks",
+        type=int,
+        metavar="U",
+        help="uplinks per leaf switch (default: derived from the ports under it and the oversubscription)",
+    )
+    fabric.add_argument(
+        "--oversubscription",
+        type=float,
+        metavar="X",
+        help=f"leaf downlink:uplink ratio, 2 = 2:1 (default: {facts.leaf_oversubscription:g})",
+    )
+
+
+def _label_family(keys: Sequence[str]) -> str:
+    """`a/x,a/y` as `a/{x,y}`: label keys of one family share their prefix."""
+    prefixes = {key.rpartition("/")[0] for key in keys}
+    if len(keys) < 2 or len(prefixes) != 1:
+        return ",".join(keys)
+    return f"{prefixes.pop()}/{{{','.join(key.rpartition('/')[2] for key in keys)}}}"
 
 
 # -- reading inputs ---------------------------------------------------------------------------------------------
 
 
-def _read_text(path: Path, flag: str) -> str:
-    try:
-        return path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise CommandError(f"{flag} {path}: cannot read: {exc.strerror or exc}") from None
-    except UnicodeDecodeError:
-        raise CommandError(f"{flag} {path}: not UTF-8 text; pass kubectl get -o yaml output") from None
-
-
 def _objects(path: Path, flag: str) -> list[dict[str, Any]]:
-    return _guarded(flag, path, lambda: load_kube_objects(_read_text(path, flag)))
+    text = read_text(path, flag)
+    return read_from(f"{flag} {path}", lambda: load_kube_objects(text))
 
 
 def _guarded(flag: str, path: Path | None, build: Callable[[], T]) -> T:
+    """`build()`; an InputError becomes a CommandError naming `flag` (and `path`: then any failure does, since
+    `build` reads that file's objects)."""
+    if path is not None:
+        return read_from(f"{flag} {path}", build)
     try:
         return build()
     except InputError as exc:
-        where = f"{flag} {path}" if path is not None else flag
-        raise CommandError(f"{where}: {exc}") from None
+        raise CommandError(f"{flag}: {exc}") from None
 
 
 def _settings(args: argparse.Namespace) -> Settings:
-    try:
-        return load_settings(args.settings)
-    except SettingsError as exc:
-        raise CommandError(f"--settings {exc}") from None
+    return read_settings(args.settings, "--settings")
+
+
+def _ring_label(pod: Mapping[str, Any]) -> str | None:
+    """The pod's accelerator label value; None when absent, or when the pod is too malformed to carry one."""
+    metadata = pod.get("metadata")
+    labels = metadata.get("labels") if isinstance(metadata, Mapping) else None
+    value = labels.get(RING_LABEL) if isinstance(labels, Mapping) else None
+    return str(value) if value else None
 
 
 def _profile(settings: Settings, pods: Sequence[dict[str, Any]], requested: str | None) -> AcceleratorProfile:
     wanted = requested
     if wanted is None:
-        wanted = next(
-            (
-                str(((p.get("metadata") or {}).get("labels") or {}).get(RING_LABEL))
-                for p in pods
-                if ((p.get("metadata") or {}).get("labels") or {}).get(RING_LABEL)
-            ),
-            None,
-        )
+        wanted = next((label for label in map(_ring_label, pods) if label is not None), None)
     if wanted is None:
         return settings.profiles[0]
     profile = settings.profile(wanted)
@@ -228,8 +317,9 @@ def _topology(args: argparse.Namespace, settings: Settings) -> Topology:
         raise CommandError("--topology-labels: only applies to --nodes without another topology source")
     nodes = _objects(args.nodes, "--nodes") if args.nodes is not None else []
     if "topology" in sources:
-        topology = _guarded(
-            "--topology", args.topology, lambda: load_topology_file(_read_text(args.topology, "--topology"))
+        text = read_text(args.topology, "--topology")
+        topology = read_from(
+            f"--topology {args.topology}", lambda: load_topology_file(text), "pass a ringroute topology file"
         )
         return replace(topology, fabric=_fabric(topology.fabric, args))
     fabric = _fabric(settings.topology.fabric, args)
@@ -259,6 +349,8 @@ class _Case:
     """Everything `plan` and `simulate` read: the placement, its topology, the profile and planning choices."""
 
     def __init__(self, args: argparse.Namespace) -> None:
+        if args.expected_pods is not None and args.expected_pods < 1:
+            raise CommandError(f"--expected-pods {args.expected_pods}: must be at least 1")
         self.settings = _settings(args)
         pods = _objects(args.pods, "--pods")
         self.profile = _profile(self.settings, pods, args.profile)
@@ -286,10 +378,12 @@ class _Case:
         self.qps = args.qps if args.qps is not None else planning.qps_per_connection
         self.seed = args.seed if args.seed is not None else planning.seed
         self.time_limit = args.time_limit if args.time_limit is not None else planning.time_limit_s
-        if self.qps < 1:
-            raise CommandError(f"--qps {self.qps}: must be at least 1")
-        if self.time_limit <= 0:
-            raise CommandError(f"--time-limit {self.time_limit}: must be positive")
+        if not 1 <= self.qps <= MAX_QPS:
+            raise CommandError(f"--qps {self.qps}: HCCL takes 1 to {MAX_QPS} queue pairs per connection")
+        if self.seed < 0:
+            raise CommandError(f"--seed {self.seed}: must be 0 or more")
+        if not 0 < self.time_limit < math.inf:  # also refuses nan
+            raise CommandError(f"--time-limit {self.time_limit}: must be a positive number of seconds")
 
     def plan(self) -> PlanResult:
         from planner import plan_ranks
@@ -328,28 +422,14 @@ def plan_outputs(case: _Case, result: PlanResult) -> dict[str, str]:
     return files
 
 
+PLAN_FILES = (RANK_TABLE_FILE, RANKS_ENV_FILE, REPORT_FILE, ROUTES_FILE)
+"""Every file `plan` may write: a directory holding only these can be replaced by a new plan."""
+
+
 def write_atomically(out_dir: Path, files: dict[str, str]) -> None:
-    """Write every file or none: into a temporary directory next to `out_dir`, then rename into place."""
-    parent = out_dir.parent
-    try:
-        parent.mkdir(parents=True, exist_ok=True)
-        staging = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", dir=parent))
-    except OSError as exc:
-        raise CommandError(f"--out-dir {out_dir}: cannot create: {exc.strerror or exc}") from None
-    try:
-        for name, text in files.items():
-            (staging / name).write_text(text, encoding="utf-8")
-        if not out_dir.exists():
-            os.rename(staging, out_dir)
-            return
-        for name in files:
-            os.replace(staging / name, out_dir / name)
-        if ROUTES_FILE not in files and (out_dir / ROUTES_FILE).exists():
-            (out_dir / ROUTES_FILE).unlink()  # a routes.json of an earlier pinned plan no longer applies
-    except OSError as exc:
-        raise CommandError(f"--out-dir {out_dir}: cannot write: {exc.strerror or exc}") from None
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
+    """Make `out_dir` hold exactly `files`: a new directory beside it renamed into place, replacing an existing
+    plan as a whole (a routes.json of an earlier pinned plan goes with it), or nothing on failure."""
+    replace_directory(out_dir, files, flag="--out-dir", replaceable=PLAN_FILES)
 
 
 def run_plan(args: argparse.Namespace) -> int:
@@ -429,6 +509,8 @@ def run_simulate(args: argparse.Namespace) -> int:
     """`ringroute simulate`: print how each rank order of the job performs on its network."""
     if args.seeds < 1:
         raise CommandError(f"--seeds {args.seeds}: must be at least 1")
+    if args.plot is not None:
+        _check_plot_target(args.plot)  # before the simulation, which takes a while
     case = _Case(args)
     orders, evaluations, network, result = _evaluations(case, args.seeds)
     if args.plot is not None:
@@ -455,21 +537,36 @@ def run_simulate(args: argparse.Namespace) -> int:
     return 0
 
 
-def _plot(path: Path, case: _Case, network: JobNetwork, *, orders: dict[str, tuple[int, ...]], bound: int) -> None:
-    """Draw the switch-link loads of the pod-index order and ringroute's order (ring flows, seed 0)."""
-    from planner import link_loads, pin_routes, ring_flows
+def _check_plot_target(path: Path) -> None:
+    """Refuse a --plot path that cannot become a file, and a missing matplotlib, before any work is done."""
+    if importlib.util.find_spec("matplotlib") is None:
+        raise CommandError(f"--plot {path}: matplotlib is not installed; pip install 'ringroute[plot]'")
+    if path.is_dir():
+        raise CommandError(f"--plot {path}: is a directory; give a file name such as {path / 'loads.png'}")
+    existing = next(parent for parent in path.absolute().parents if parent.exists())
+    if not existing.is_dir():
+        raise CommandError(f"--plot {path}: {existing} is a file, so no directory can be made there")
 
-    try:
-        from planner import plot_link_loads
-    except ImportError as exc:
-        raise CommandError(f"--plot: plotting is not available ({exc}); pip install 'ringroute[plot]'") from None
+
+def _plot(path: Path, case: _Case, network: JobNetwork, *, orders: dict[str, tuple[int, ...]], bound: int) -> None:
+    """Draw the switch-link loads of the pod-index order and ringroute's order (ring flows, seed 0) into `path`,
+    making its directory like --out-dir does; a failed drawing leaves no file behind."""
+    from planner import link_loads, pin_routes, plot_link_loads, ring_flows
+
     first = network.first_switch_link
     loads = []
     for name in ("pod-index", "ringroute"):
         flows = ring_flows(orders[name])
         routes = pin_routes(network, [flows]) if case.routing == "pinned" else None
         loads.append(link_loads(network, flows, case.routing, qps=case.qps, seed=case.seed, routes=routes))
-    _guarded("--plot", path, lambda: plot_link_loads(loads[0][first:], loads[1][first:], path, bound=bound))
+    try:
+        # The temporary name keeps the suffix: matplotlib picks the image format from it.
+        with staged_file(path, flag="--plot") as temporary:
+            plot_link_loads(loads[0][first:], loads[1][first:], temporary, bound=bound)
+    except InputError as exc:
+        raise CommandError(f"--plot {path}: {exc}") from None
+    except ValueError as exc:  # matplotlib: an image format it does not know
+        raise CommandError(f"--plot {path}: {one_line(str(exc))}; give a .png, .svg or .pdf file name") from None
 
 
 # -- topology generate ------------------------------------------------------------------------------------------
@@ -492,7 +589,7 @@ def run_topology_generate(args: argparse.Namespace) -> int:
             name_prefix=args.name_prefix,
         ),
     )
-    files = {args.out: dump_topology_file(topology)}
+    files = {("--out", args.out): dump_topology_file(topology)}
     if args.nodes_out is not None:
         if args.topology_labels is not None:
             keys = [k.strip() for k in args.topology_labels.split(",") if k.strip()]
@@ -502,19 +599,10 @@ def run_topology_generate(args: argparse.Namespace) -> int:
         import yaml
 
         body = {"apiVersion": "v1", "kind": "List", "items": nodes, "metadata": {"resourceVersion": ""}}
-        files[args.nodes_out] = yaml.safe_dump(body, sort_keys=False, width=1000)
-    for path, text in files.items():
-        _write_file_atomically(path, text)
-    print(f"wrote {', '.join(str(p) for p in files)}: {len(topology.paths)} servers, {topology.tiers + 1} switch tiers")
+        files[("--nodes-out", args.nodes_out)] = yaml.safe_dump(body, sort_keys=False, width=1000)
+    for (flag, path), text in files.items():
+        replace_file(path, text, flag=flag)
+    print(
+        f"wrote {', '.join(str(p) for _, p in files)}: {len(topology.paths)} servers, {topology.tiers + 1} switch tiers"
+    )
     return 0
-
-
-def _write_file_atomically(path: Path, text: str) -> None:
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        handle, temporary = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-        with os.fdopen(handle, "w", encoding="utf-8") as stream:
-            stream.write(text)
-        os.replace(temporary, path)
-    except OSError as exc:
-        raise CommandError(f"{path}: cannot write: {exc.strerror or exc}") from None

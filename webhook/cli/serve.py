@@ -21,6 +21,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from webhook.cli.errors import CommandError
+from webhook.cli.inputs import read_settings
+from webhook.common.settings import ExtenderSettings
 
 if TYPE_CHECKING:
     from webhook.admission.mutation import ClusterFacts
@@ -70,17 +72,30 @@ def register(subparsers: Any) -> None:
     )
     parser.add_argument("--listen", default="0.0.0.0:9443", metavar="ADDR:PORT", help="admission address")
     parser.add_argument("--cert-dir", required=True, type=Path, metavar="DIR", help="directory with tls.crt, tls.key")
-    parser.add_argument("--config", type=Path, metavar="FILE", help="settings YAML (the ringroute ConfigMap)")
-    parser.add_argument("--kubeconfig", metavar="FILE", help="kubeconfig (default: in-cluster, $KUBECONFIG)")
-    parser.add_argument("--workers", type=int, default=1, metavar="N", help="processes sharing the port")
+    parser.add_argument(
+        "--config",
+        type=Path,
+        metavar="FILE",
+        help="settings YAML, as in the ringroute-settings ConfigMap (default: built-in settings)",
+    )
+    parser.add_argument(
+        "--kubeconfig",
+        metavar="FILE",
+        help="kubeconfig (default: in-cluster config, else $KUBECONFIG, else ~/.kube/config)",
+    )
+    parser.add_argument("--workers", type=int, default=1, metavar="N", help="processes sharing the admission port")
     parser.add_argument("--no-controller", action="store_true", help="do not run the rank-table controller")
     parser.add_argument("--no-extender", action="store_true", help="do not serve the scheduler extender")
-    parser.add_argument("--extender-listen", metavar="ADDR:PORT", help="extender address (settings default)")
+    parser.add_argument(
+        "--extender-listen",
+        metavar="ADDR:PORT",
+        help=f"extender address (default: settings extender.listen, {ExtenderSettings().listen})",
+    )
     parser.add_argument(
         "--self-signed-secret",
         metavar="NAMESPACE/NAME",
         help="keep a self-signed CA and serving pair in this Secret, write them to --cert-dir, and patch caBundle "
-        "into ringroute's webhook configurations",
+        "into ringroute's webhook configurations (default: none; certificates come from --cert-dir alone)",
     )
     parser.set_defaults(handler=_serve)
 
@@ -103,7 +118,7 @@ def _serve(args: argparse.Namespace) -> int:
         raise CommandError("--workers: several workers need a fixed --listen port (not 0)")
     if not args.cert_dir.is_dir():
         raise CommandError(
-            f"--cert-dir: {args.cert_dir} is not a directory; create one with `ringroute certs generate --out DIR`"
+            f"--cert-dir: {args.cert_dir} is not a directory; create one with `ringroute certs generate --out-dir DIR`"
         )
     if args.self_signed_secret is not None and "/" not in args.self_signed_secret:
         raise CommandError(
@@ -133,12 +148,7 @@ def load_options_settings(options: ServeOptions) -> Settings:
     """The settings tree from --config plus the flags that override it; CommandError with every problem."""
     from msgspec.structs import replace
 
-    from webhook.common.settings import SettingsError, load_settings
-
-    try:
-        settings = load_settings(options.config)
-    except SettingsError as exc:
-        raise CommandError(f"--config {exc}") from None
+    settings = read_settings(options.config, "--config")
     controller = replace(settings.controller, enabled=settings.controller.enabled and options.controller)
     extender = replace(
         settings.extender,

@@ -19,7 +19,8 @@ from pathlib import Path
 from typing import Any
 
 from webhook.cli.errors import CommandError
-from webhook.common.settings import Settings, SettingsError, load_settings, volcano_release
+from webhook.cli.inputs import read_settings
+from webhook.common.settings import Settings, volcano_release
 
 SCHEDULER_ALIASES = {"default": "volcano", "extender": "ringroute"}
 """Names earlier releases used for --scheduler."""
@@ -35,23 +36,39 @@ def register(subparsers: Any) -> None:
             "call) without and with the scheduler extender, plan ranks, and print leaves spanned and simulated ring "
             "bus bandwidth per job as JSON lines, a summary per scheduler, and leaves per job against the optimum."
         ),
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
     parser.add_argument(
         "--scheduler",
         choices=("volcano", "ringroute", "both", *SCHEDULER_ALIASES),
         default="both",
-        help="volcano: its own plugins only; ringroute: with the extender",
+        metavar="{volcano,ringroute,both}",
+        help="volcano: Volcano's own plugins alone; ringroute: Volcano with the ringroute extender; both: one run "
+        "each (default: both). The older names default (for volcano) and extender (for ringroute) still work.",
     )
-    parser.add_argument("--leaves", type=int, default=32, help="leaf switches")
-    parser.add_argument("--servers-per-leaf", type=int, default=8, help="servers under each leaf")
-    parser.add_argument("--leaves-per-pod", type=int, default=None, help="leaves per spine domain (3-tier fabric)")
-    parser.add_argument("--occupancy", type=float, default=0.5, help="share of nodes busy before the jobs arrive")
+    parser.add_argument("--leaves", type=int, default=32, metavar="N", help="leaf switches")
+    parser.add_argument("--servers-per-leaf", type=int, default=8, metavar="N", help="servers under each leaf")
     parser.add_argument(
-        "--jobs", default="16,8,24,12,32,8,16", help="comma-separated job sizes in servers, submitted in this order"
+        "--leaves-per-pod",
+        type=int,
+        default=None,
+        metavar="N",
+        help="leaves per spine domain, for a 3-tier fabric (default: none, a 2-tier fabric)",
     )
-    parser.add_argument("--seed", type=int, default=0, help="seed of the cluster and of Volcano's tie breaks")
-    parser.add_argument("--volcano-version", default="1.10", help="Volcano release whose extender protocol is used")
+    parser.add_argument(
+        "--occupancy", type=float, default=0.5, metavar="SHARE", help="share of nodes busy before the jobs arrive"
+    )
+    parser.add_argument(
+        "--jobs",
+        default="16,8,24,12,32,8,16",
+        metavar="N,N,...",
+        help="comma-separated job sizes in servers, submitted in this order",
+    )
+    parser.add_argument(
+        "--seed", type=int, default=0, metavar="S", help="seed of the cluster and of Volcano's tie breaks"
+    )
+    parser.add_argument(
+        "--volcano-version", default="1.10", metavar="X.Y", help="Volcano release whose extender protocol is used"
+    )
     parser.add_argument(
         "--no-session-open", action="store_true", help="leave extender.onSessionOpenVerb out of Volcano's config"
     )
@@ -59,7 +76,10 @@ def register(subparsers: Any) -> None:
         "--allocate-events", action="store_true", help="configure allocateFuncVerb/deallocateFuncVerb (1.13+)"
     )
     parser.add_argument(
-        "--settings", type=Path, metavar="FILE", help="ringroute settings YAML whose extender section the extender uses"
+        "--settings",
+        type=Path,
+        metavar="FILE",
+        help="ringroute settings YAML whose extender section the extender uses (default: built-in settings)",
     )
     parser.add_argument("--no-plan", action="store_true", help="skip rank planning and bandwidth simulation")
     parser.set_defaults(handler=_run)
@@ -120,10 +140,7 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _settings(path: Path | None) -> Settings:
-    try:
-        return load_settings(path)
-    except SettingsError as exc:
-        raise CommandError(f"--settings {exc}") from None
+    return read_settings(path, "--settings")
 
 
 __all__ = ["register"]
