@@ -31,6 +31,7 @@ from webhook.common.settings._model import (
     NetworkTopologySettings,
     PlanningSettings,
     PolicySettings,
+    ServerLimits,
     Settings,
     SettingsError,
     TopologySettings,
@@ -174,6 +175,7 @@ _SECTIONS: tuple[type, ...] = (
     VolcanoSettings,
     NetworkTopologySettings,
     AdmissionSettings,
+    ServerLimits,
 )
 
 
@@ -423,6 +425,19 @@ class _Reader:
                 f"must be longer than {self.name(time_limit)} ({settings.planning.time_limit_s:g}), "
                 f"got {controller.planning_timeout_s:g}",
             )
+        largest = {
+            "admission": 7,  # webhook.admission.server.MAX_BODY_BYTES
+            "extender": max(settings.extender.max_body_mib, settings.extender.max_session_open_mib),
+        }
+        for section, limits in (("admission", settings.admission.server), ("extender", settings.extender.server)):
+            buffer = (section, "server", "body_buffer_mib")
+            bodies = (("extender", "max_body_mib"), ("extender", "max_session_open_mib"))
+            if self.clean(buffer, *bodies) and limits.body_buffer_mib < largest[section]:
+                self.problem(
+                    buffer,
+                    f"must hold the largest request body the server reads ({largest[section]} MiB), "
+                    f"got {limits.body_buffer_mib}",
+                )
         version = ("volcano", "version")
         inject = ("volcano", "network_topology", "inject")
         volcano = settings.volcano

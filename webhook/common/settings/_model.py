@@ -56,6 +56,26 @@ DEFAULT_HOST_PATHS: tuple[HostPathVolume, ...] = (
 )
 
 
+class ServerLimits(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """Connection limits and timeouts of one HTTP server (admission or the extender)."""
+
+    max_connections: Annotated[int, msgspec.Meta(ge=1, le=65536)] = 1024
+    """Open connections at most. At the cap a new connection waits in the listen backlog, and the connection idle
+    longest is closed to make room for it; with none idle it waits until one closes (the kernel refuses it when the
+    backlog is full)."""
+    header_timeout_s: Annotated[float, msgspec.Meta(gt=0, le=15)] = 10.0
+    """A request's headers (and a new connection's TLS handshake) must arrive within this, counted from the first
+    byte (or the connection); a client that sends them slower is disconnected."""
+    body_timeout_s: Annotated[float, msgspec.Meta(gt=0, le=600)] = 10.0
+    """A request's body must arrive within this after its headers; a slower one is disconnected."""
+    keep_alive_timeout_s: Annotated[float, msgspec.Meta(gt=0, le=3600)] = 120.0
+    """An idle connection is closed after this. Longer than the 90 s after which Go's HTTP clients (kube-apiserver,
+    Volcano) close their own idle connections, so the server never closes one a client is about to reuse."""
+    body_buffer_mib: Annotated[int, msgspec.Meta(ge=1, le=65536)] = 64
+    """Request bodies being read at once, in MiB; a request whose body does not fit waits for room (within
+    body_timeout_s). At least the largest body the server accepts."""
+
+
 class AcceleratorProfile(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     """What a value of the `ring-controller.cce` label means on this cluster."""
 
@@ -223,6 +243,9 @@ class ExtenderSettings(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     max_session_open_mib: AtLeastOne = 256
     """Largest onSessionOpen body read (Volcano sends its whole cache: about 60-85 MiB per 1,000 nodes); a larger
     one is answered without being used, and the extender plans from what calls show."""
+    server: ServerLimits = ServerLimits(max_connections=256, body_timeout_s=30.0, body_buffer_mib=320)
+    """Connections and timeouts of the extender's HTTP server: Volcano keeps at most 2 idle connections and checks 16
+    nodes at once, so 256 connections leave room for several schedulers; bodies of up to 256 MiB get 30 s."""
 
 
 class AdmissionSettings(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
@@ -231,6 +254,8 @@ class AdmissionSettings(msgspec.Struct, frozen=True, forbid_unknown_fields=True)
     max_job_kib: Annotated[int, msgspec.Meta(ge=64, le=65536)] = 1536
     """Largest job admitted, in KiB of JSON, with what ringroute adds to it: a larger one is denied, naming its size
     (1536 is about the most etcd stores per object by default, so the API server could not store a larger job)."""
+    server: ServerLimits = ServerLimits()
+    """Connections and timeouts of the admission HTTPS server (requests are at most 7 MiB)."""
 
 
 class NetworkTopologySettings(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
@@ -332,6 +357,7 @@ __all__ = [
     "PlanningSettings",
     "PolicySettings",
     "Settings",
+    "ServerLimits",
     "SettingsError",
     "TopologySettings",
     "VolcanoSettings",

@@ -1,0 +1,473 @@
+"""Serving an aiohttp application with the limits aiohttp lacks, once for both of ringroute's servers.
+
+aiohttp closes idle keep-alive connections, but it accepts every connection, waits for headers forever and lets a
+handler wait for a body forever. `serve` adds, per `ServerLimits`:
+
+- a connection cap: at the cap the listening socket is not read, so new connections wait in the kernel's backlog
+  (which refuses them when full); while one waits, the connection idle longest is closed to make room, so idle
+  connections cannot lock clients out (as nginx reuses its idle keep-alive connections);
+- a header timeout: a request's headers must arrive within `header_timeout_s` of its first byte (of the connection,
+  for the first request; a TLS handshake has as long);
+- a body timeout and a body buffer: `read_body` reads a body only when it fits in `body_buffer_mib` together with
+  the bodies being read, and only for `body_timeout_s` after the request's headers;
+- the keep-alive timeout, handed to aiohttp.
+
+Connections are served by aiohttp's own protocol, wrapped to see data arrive and leave.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import ctypes
+import ctypes.util
+import logging
+import socket
+import ssl
+import time
+from collections import OrderedDict
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
+
+from aiohttp import web
+
+from webhook.common.settings import ServerLimits
+
+log = logging.getLogger("ringroute.http")
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+_CONNECTING, _IDLE, _HEADERS, _BUSY = "connecting", "idle", "headers", "busy"
+"""A connection's states: in its TLS handshake; waiting for a request; reading a request's headers; in a handler."""
+
+
+class BodyTimeoutError(TimeoutError):
+    """A request body did not arrive within the body timeout (or room for it did not free up)."""
+
+
+class Connection(asyncio.Protocol):
+    """One client connection: aiohttp's protocol inside, the limiter's bookkeeping around it."""
+
+    def __init__(self, limiter: ConnectionLimiter, inner: asyncio.Protocol) -> None:
+        self.limiter = limiter
+        self.inner = inner
+        self.transport: asyncio.Transport | None = None
+        self.state = _CONNECTING
+        self.timer: asyncio.TimerHandle | None = None
+        self.pending = False
+        """Bytes of a next request arrived while a handler ran (pipelining)."""
+        self.released = False
+
+    # -- asyncio.Protocol ------------------------------------------------------------------------------------------
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self.transport = transport
+        self.inner.connection_made(transport)
+        # The first request's headers are due a header timeout after the connection (Go's ReadHeaderTimeout).
+        self.limiter.idle(self)
+        self._arm()
+
+    def data_received(self, data: bytes) -> None:
+        if self.state == _IDLE and data:
+            self.limiter.busy(self, _HEADERS)
+            self._arm()
+        elif self.state == _BUSY:
+            self.pending = True
+        self.inner.data_received(data)
+
+    def eof_received(self) -> bool | None:
+        return self.inner.eof_received()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._disarm()
+        self.limiter.release(self)
+        self.inner.connection_lost(exc)
+
+    def pause_writing(self) -> None:
+        self.inner.pause_writing()
+
+    def resume_writing(self) -> None:
+        self.inner.resume_writing()
+
+    # -- the limiter's side ----------------------------------------------------------------------------------------
+
+    def request_started(self) -> None:
+        self._disarm()
+        self.limiter.busy(self, _BUSY)
+        self.pending = False
+
+    def request_finished(self) -> None:
+        if self.transport is None or self.transport.is_closing():
+            return
+        self.limiter.idle(self)
+        if self.pending:  # the next request's bytes are here already: its headers are due
+            self.limiter.busy(self, _HEADERS)
+            self._arm()
+
+    def evictable(self) -> bool:
+        """Idle, with nothing of a response left to write."""
+        return self.transport is not None and self.transport.get_write_buffer_size() == 0
+
+    def abort(self, why: str) -> None:
+        """Close at once (a TLS connection without its closing handshake)."""
+        if self.transport is not None and not self.transport.is_closing():
+            log.debug("event=connection_closed reason=%s peer=%s", why, self.transport.get_extra_info("peername"))
+            self.transport.abort()
+
+    def _arm(self) -> None:
+        self._disarm()
+        loop = asyncio.get_running_loop()
+        self.timer = loop.call_later(self.limiter.limits.header_timeout_s, self._headers_late)
+
+    def _disarm(self) -> None:
+        if self.timer is not None:
+            self.timer.cancel()
+            self.timer = None
+
+    def _headers_late(self) -> None:
+        self.timer = None
+        if self.state in (_IDLE, _HEADERS) and (self.state == _HEADERS or self.limiter.first_request_pending(self)):
+            self.limiter.header_timeouts += 1
+            self.abort("header_timeout")
+
+
+class ConnectionLimiter:
+    """The connections of one server: their count against the cap, who is idle, and the body buffer."""
+
+    def __init__(self, limits: ServerLimits) -> None:
+        self.limits = limits
+        self.open = 0
+        self._idle: OrderedDict[Connection, None] = OrderedDict()
+        """Idle connections, longest idle first."""
+        self._fresh: set[Connection] = set()
+        """Connections that have not started a request yet."""
+        self._changed = asyncio.Event()
+        self._by_handler: dict[object, Connection] = {}
+        self._buffered = 0
+        self._buffer_freed = asyncio.Event()
+        self.header_timeouts = 0
+        """Connections closed because headers came too slowly (for tests and metrics)."""
+        self.body_timeouts = 0
+        self.evictions = 0
+        """Idle connections closed to make room for a new one."""
+
+    # -- connections -----------------------------------------------------------------------------------------------
+
+    def connection(self, inner: asyncio.Protocol) -> Connection:
+        """A new connection (counted against the cap until released)."""
+        self.open += 1
+        conn = Connection(self, inner)
+        self._by_handler[inner] = conn
+        self._fresh.add(conn)
+        return conn
+
+    def release(self, conn: Connection) -> None:
+        if conn.released:
+            return
+        conn.released = True
+        self.open -= 1
+        self._idle.pop(conn, None)
+        self._fresh.discard(conn)
+        self._by_handler.pop(conn.inner, None)
+        self._changed.set()
+
+    def idle(self, conn: Connection) -> None:
+        conn.state = _IDLE
+        self._idle[conn] = None
+        self._idle.move_to_end(conn)
+        self._changed.set()
+
+    def busy(self, conn: Connection, state: str) -> None:
+        conn.state = state
+        self._idle.pop(conn, None)
+        if state == _BUSY:
+            self._fresh.discard(conn)
+
+    def first_request_pending(self, conn: Connection) -> bool:
+        """The connection has not started its first request."""
+        return conn in self._fresh
+
+    def of(self, request: web.Request) -> Connection | None:
+        """The connection a request arrived on."""
+        return self._by_handler.get(request.protocol)
+
+    def evict_one(self) -> bool:
+        """Close the connection idle longest; False when none is idle."""
+        for conn in self._idle:
+            if conn.evictable():
+                self.evictions += 1
+                conn.abort("evicted_at_connection_cap")
+                self.release(conn)
+                return True
+        return False
+
+    async def room(self, listening: socket.socket) -> None:
+        """Return once a new connection may be accepted: below the cap, or after closing an idle connection for a
+        client that is waiting in the backlog."""
+        while self.open >= self.limits.max_connections:
+            await _readable(listening)
+            if self.evict_one():
+                continue
+            self._changed.clear()
+            await self._changed.wait()
+
+    # -- request bodies --------------------------------------------------------------------------------------------
+
+    @contextlib.asynccontextmanager
+    async def body_room(self, size: int, deadline: float) -> AsyncIterator[None]:
+        """Hold `size` bytes of the body buffer while a body is read; wait for room until `deadline`."""
+        size = min(size, self.limits.body_buffer_mib * 2**20)
+        loop = asyncio.get_running_loop()
+        while self._buffered and self._buffered + size > self.limits.body_buffer_mib * 2**20:
+            self._buffer_freed.clear()
+            try:
+                async with asyncio.timeout_at(deadline):
+                    await self._buffer_freed.wait()
+            except TimeoutError:
+                raise BodyTimeoutError("no room to read the body within the body timeout") from None
+            if loop.time() >= deadline:
+                raise BodyTimeoutError("no room to read the body within the body timeout")
+        self._buffered += size
+        try:
+            yield
+        finally:
+            self._buffered -= size
+            self._buffer_freed.set()
+
+
+async def _readable(sock: socket.socket) -> None:
+    """Wait until a listening socket has a connection to accept."""
+    loop = asyncio.get_running_loop()
+    ready = loop.create_future()
+    def wake() -> None:
+        if not ready.done():
+            ready.set_result(None)
+
+    loop.add_reader(sock.fileno(), wake)
+    try:
+        await ready
+    finally:
+        loop.remove_reader(sock.fileno())
+
+
+LIMITER_KEY = web.AppKey("connection_limiter", ConnectionLimiter)
+"""The app's ConnectionLimiter (set by `serve`)."""
+
+
+def body_deadline(request: web.Request) -> float:
+    """When the request's body must have arrived (event-loop time)."""
+    limiter = request.app.get(LIMITER_KEY)
+    conn = limiter.of(request) if limiter is not None else None
+    started = conn.started if conn is not None and hasattr(conn, "started") else None
+    timeout = limiter.limits.body_timeout_s if limiter is not None else 60.0
+    return (started if started is not None else asyncio.get_running_loop().time()) + timeout
+
+
+async def read_body(request: web.Request, limit: int) -> bytes:
+    """The request body (at most `limit` bytes, else web.HTTPRequestEntityTooLarge), read within the body timeout
+    and the body buffer; BodyTimeoutError when it does not arrive in time."""
+    limiter = request.app.get(LIMITER_KEY)
+    if limiter is None:
+        return await request.read()
+    deadline = asyncio.get_running_loop().time() + limiter.limits.body_timeout_s
+    async with limiter.body_room(min(request.content_length or limit, limit), deadline):
+        try:
+            async with asyncio.timeout_at(deadline):
+                return await request.read()
+        except TimeoutError:
+            limiter.body_timeouts += 1
+            raise BodyTimeoutError(f"the body did not arrive within {limiter.limits.body_timeout_s:g} s") from None
+
+
+@web.middleware
+async def _track(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """Mark the connection busy while a handler runs (no header timer, not evictable)."""
+    limiter = request.app.get(LIMITER_KEY)
+    conn = limiter.of(request) if limiter is not None else None
+    if conn is not None:
+        conn.request_started()
+    try:
+        return await handler(request)
+    finally:
+        if conn is not None:
+            conn.request_finished()
+
+
+class _Listener(asyncio.AbstractServer):
+    """The listening sockets of a LimitedSite and their accept loops (what BaseSite keeps as `_server`)."""
+
+    def __init__(self, sockets: list[socket.socket], tasks: list[asyncio.Task[None]]) -> None:
+        self.sockets = sockets
+        self._tasks = tasks
+
+    def close(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        for sock in self.sockets:
+            sock.close()
+
+    def get_loop(self) -> asyncio.AbstractEventLoop:
+        return asyncio.get_running_loop()
+
+    def is_serving(self) -> bool:
+        return any(not task.done() for task in self._tasks)
+
+    async def start_serving(self) -> None:
+        return None
+
+    async def serve_forever(self) -> None:
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+
+    async def wait_closed(self) -> None:
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+
+
+class LimitedSite(web.BaseSite):
+    """A TCP site (TLS when given a context) that accepts connections within the limiter's cap."""
+
+    __slots__ = ("_connecting", "_host", "_limiter", "_port", "_reuse_port")
+
+    def __init__(
+        self,
+        runner: web.AppRunner,
+        host: str,
+        port: int,
+        limiter: ConnectionLimiter,
+        *,
+        ssl_context: ssl.SSLContext | None = None,
+        backlog: int = 1024,
+        reuse_port: bool = False,
+    ) -> None:
+        super().__init__(runner, ssl_context=ssl_context, backlog=backlog)
+        self._host, self._port, self._limiter, self._reuse_port = host, port, limiter, reuse_port
+        self._connecting: set[asyncio.Task[None]] = set()
+
+    @property
+    def name(self) -> str:
+        scheme = "https" if self._ssl_context else "http"
+        return f"{scheme}://{self._host}:{self._port}"
+
+    async def start(self) -> None:
+        await super().start()
+        loop = asyncio.get_running_loop()
+        sockets = []
+        infos = await loop.getaddrinfo(self._host, self._port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+        for family, kind, proto, _name, address in dict.fromkeys(infos):
+            sock = socket.socket(family, kind, proto)
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            if self._reuse_port:
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+            if family == socket.AF_INET6:
+                sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+            sock.bind(address)
+            sock.listen(self._backlog)
+            sock.setblocking(False)
+            sockets.append(sock)
+        tasks = [asyncio.create_task(self._accept(sock), name=f"accept-{self.name}") for sock in sockets]
+        self._server = _Listener(sockets, tasks)
+
+    async def stop(self) -> None:
+        await super().stop()
+        for task in list(self._connecting):
+            task.cancel()
+
+    async def _accept(self, sock: socket.socket) -> None:
+        loop = asyncio.get_running_loop()
+        while True:
+            await self._limiter.room(sock)
+            try:
+                client, _ = await loop.sock_accept(sock)
+            except OSError as exc:  # out of file descriptors, or the client gave up: wait a moment, go on
+                log.warning("event=accept_failed error=%r", exc)
+                await asyncio.sleep(0.1)
+                continue
+            task = asyncio.create_task(self._connect(client))
+            self._connecting.add(task)
+            task.add_done_callback(self._connecting.discard)
+
+    async def _connect(self, client: socket.socket) -> None:
+        server = self._runner.server
+        assert server is not None
+        conn = self._limiter.connection(server())
+        timeout = self._limiter.limits.header_timeout_s
+        try:
+            await asyncio.get_running_loop().connect_accepted_socket(
+                lambda: conn,
+                client,
+                ssl=self._ssl_context,
+                ssl_handshake_timeout=timeout if self._ssl_context else None,
+                ssl_shutdown_timeout=timeout if self._ssl_context else None,
+            )
+        except (OSError, ssl.SSLError, TimeoutError, ConnectionError) as exc:
+            log.debug("event=handshake_failed error=%r", exc)
+            client.close()
+            self._limiter.release(conn)
+        except asyncio.CancelledError:
+            client.close()
+            self._limiter.release(conn)
+            raise
+
+
+def keep_freed_memory_returnable() -> None:
+    """Keep glibc from moving large buffers into its heap: each TLS connection holds a 256 KiB read buffer, which
+    glibc maps on its own and unmaps on close until its dynamic threshold rises past that size after the first
+    unmap; from then on every buffer comes from the heap, zeroed (so resident), and stays there after the
+    connection closes. Fixing the threshold keeps them mapped on their own, so closed connections give their memory
+    back. Nothing happens where the C library has no mallopt."""
+    name = ctypes.util.find_library("c")
+    if name is None:
+        return
+    try:
+        mallopt = ctypes.CDLL(name).mallopt
+    except (OSError, AttributeError):
+        return
+    m_mmap_threshold = -3
+    mallopt(ctypes.c_int(m_mmap_threshold), ctypes.c_int(128 * 1024))
+
+
+async def serve(
+    app: web.Application,
+    host: str,
+    port: int,
+    limits: ServerLimits,
+    *,
+    ssl_context: ssl.SSLContext | None = None,
+    reuse_port: bool = False,
+    shutdown_timeout: float = 10.0,
+    backlog: int = 1024,
+) -> web.AppRunner:
+    """Start serving `app` on host:port within `limits`; stop it with `await runner.cleanup()`. The bound port is
+    `runner.addresses[0][1]` (for port 0)."""
+    keep_freed_memory_returnable()
+    limiter = ConnectionLimiter(limits)
+    app[LIMITER_KEY] = limiter
+    app.middlewares.append(_track)
+    runner = web.AppRunner(
+        app, access_log=None, shutdown_timeout=shutdown_timeout, keepalive_timeout=limits.keep_alive_timeout_s
+    )
+    await runner.setup()
+    site = LimitedSite(runner, host, port, limiter, ssl_context=ssl_context, backlog=backlog, reuse_port=reuse_port)
+    await site.start()
+    return runner
+
+
+def now() -> float:
+    """Monotonic seconds (for log lines)."""
+    return time.monotonic()
+
+
+__all__ = [
+    "LIMITER_KEY",
+    "BodyTimeoutError",
+    "Connection",
+    "ConnectionLimiter",
+    "LimitedSite",
+    "keep_freed_memory_returnable",
+    "read_body",
+    "serve",
+]
+
+
+def _unused(*_args: Any) -> None:
+    """Placeholder."""
