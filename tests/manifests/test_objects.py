@@ -100,6 +100,16 @@ def test_deployment_runs_three_spread_replicas_guarded_by_a_disruption_budget(ob
     assert 1 <= pdb["spec"]["minAvailable"] < deployment["spec"]["replicas"]
 
 
+def test_the_webhook_pods_are_evicted_after_workloads_and_never_preempt_them(objects: list[dict[str, Any]]) -> None:
+    priority = one(objects, "PriorityClass", "ringroute-webhook")
+    # The highest value a cluster may define (scheduling's HighestUserDefinablePriority), below the system classes.
+    assert priority["value"] == 1_000_000_000
+    assert priority["preemptionPolicy"] == "Never"
+    assert priority["globalDefault"] is False
+    assert pod_spec(objects)["priorityClassName"] == "ringroute-webhook"
+    assert "priorityClassName" not in extender_pod(objects), "the extender is ignorable: it may be evicted first"
+
+
 def test_pod_is_non_root_read_only_without_capabilities_and_confined_by_seccomp(
     objects: list[dict[str, Any]],
 ) -> None:
