@@ -32,6 +32,7 @@ from webhook.admission.review import (
     StatusCause,
     parse_review,
 )
+from webhook.common.http_server import read_body
 from webhook.common.metrics import Metrics
 from webhook.common.names import ADMISSION_REVIEW_API_VERSION, JOBS_PLURAL, RING_LABEL, VOLCANO_BATCH_GROUP
 from webhook.common.settings import Settings
@@ -63,6 +64,13 @@ def _problem(status: int, message: str) -> web.Response:
     body = {"kind": "Status", "apiVersion": "v1", "status": "Failure", "code": status, "reason": reason}
     body["message"] = message
     return _json_response(body, status)
+
+
+def _closing(response: web.Response) -> web.Response:
+    """`response`, after which the connection closes: the body it refuses is not read (or not all of it), and
+    reading the rest only to keep the connection costs more than a new one."""
+    response.force_close()
+    return response
 
 
 def _is_labelled_job(request: AdmissionRequest) -> bool:
@@ -104,13 +112,16 @@ class AdmissionHandlers:
 
     async def _read_body(self, request: web.Request) -> bytes | web.Response:
         if request.content_length is not None and request.content_length > MAX_BODY_BYTES:
-            return _problem(413, f"request body is {request.content_length} bytes; the limit is {MAX_BODY_BYTES}")
+            return _closing(
+                _problem(413, f"request body is {request.content_length} bytes; the limit is {MAX_BODY_BYTES}")
+            )
         if request.content_type != "application/json":
-            return _problem(415, f'Content-Type must be "application/json" (got "{request.content_type}")')
+            return _closing(_problem(415, f'Content-Type must be "application/json" (got "{request.content_type}")'))
         try:
-            return await request.read()
+            # Within the server's body timeout and body buffer (admission.server).
+            return await read_body(request, MAX_BODY_BYTES)
         except web.HTTPRequestEntityTooLarge:
-            return _problem(413, f"request body exceeds the limit of {MAX_BODY_BYTES} bytes")
+            return _closing(_problem(413, f"request body exceeds the limit of {MAX_BODY_BYTES} bytes"))
 
     async def _handle(self, request: web.Request, endpoint: Endpoint) -> web.Response:
         started = time.perf_counter()

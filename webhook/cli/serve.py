@@ -272,6 +272,7 @@ async def run_worker(options: ServeOptions, *, primary: bool, stop: asyncio.Even
 
     from certs import ServingCertificates
     from webhook.admission.server import HANDLERS_KEY, admission_app
+    from webhook.common import http_server
     from webhook.common.metrics import Metrics
 
     settings = load_options_settings(options)
@@ -301,17 +302,17 @@ async def run_worker(options: ServeOptions, *, primary: bool, stop: asyncio.Even
                 keep_cluster_facts(repository, handlers, stop, CLUSTER_FACTS_INTERVAL_S), name="cluster-facts"
             )
         )
-    admission = web.AppRunner(admission_web, access_log=None, shutdown_timeout=SHUTDOWN_GRACE_S)
-    await admission.setup()
-    runners.append(admission)
-    await web.TCPSite(
-        admission,
+    # Connection cap, header, body and keep-alive timeouts per worker process (admission.server).
+    admission = await http_server.serve(
+        admission_web,
         options.host,
         options.port,
+        settings.admission.server,
         ssl_context=certificates.ssl_context(),
         reuse_port=options.workers > 1,
-        backlog=1024,
-    ).start()
+        shutdown_timeout=SHUTDOWN_GRACE_S,
+    )
+    runners.append(admission)
     log.info("event=admission_listening address=%s:%d pid=%d", options.host, options.port, os.getpid())
 
     if primary and settings.extender.enabled:
@@ -400,17 +401,16 @@ def _extender_main(options: ServeOptions) -> None:
 
 async def run_extender(options: ServeOptions, *, stop: asyncio.Event | None = None) -> int:
     """Serve the scheduler extender until SIGTERM/SIGINT (or `stop`)."""
-    from aiohttp import web
-
+    from webhook.common import http_server
     from webhook.common.metrics import Metrics
     from webhook.extender.app import extender_app
 
     settings = load_options_settings(options)
     stop = stop_on_signals(stop)
     host, port = parse_address(settings.extender.listen, "extender.listen")
-    runner = web.AppRunner(extender_app(settings, Metrics()), access_log=None, shutdown_timeout=SHUTDOWN_GRACE_S)
-    await runner.setup()
-    await web.TCPSite(runner, host, port, backlog=1024).start()
+    runner = await http_server.serve(
+        extender_app(settings, Metrics()), host, port, settings.extender.server, shutdown_timeout=SHUTDOWN_GRACE_S
+    )
     log.info("event=extender_listening address=%s:%d pid=%d", host, port, os.getpid())
     gc.collect()
     gc.freeze()

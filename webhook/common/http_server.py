@@ -8,11 +8,13 @@ handler wait for a body forever. `serve` adds, per `ServerLimits`:
   connections cannot lock clients out (as nginx reuses its idle keep-alive connections);
 - a header timeout: a request's headers must arrive within `header_timeout_s` of its first byte (of the connection,
   for the first request; a TLS handshake has as long);
-- a body timeout and a body buffer: `read_body` reads a body only when it fits in `body_buffer_mib` together with
-  the bodies being read, and only for `body_timeout_s` after the request's headers;
+- a body timeout and a body buffer: `read_body` (or `body_window` around a handler's own reading) reads a body
+  only when it fits in `body_buffer_mib` together with the bodies being read, and only for `body_timeout_s` after
+  the request's headers; a late body is answered 408 and its connection closed;
 - the keep-alive timeout, handed to aiohttp.
 
-Connections are served by aiohttp's own protocol, wrapped to see data arrive and leave.
+Connections are served by aiohttp's own protocol, wrapped to see data arrive. A connection is busy from the start
+of a request's handler until aiohttp has written its response (the handler's task is done), idle otherwise.
 """
 
 from __future__ import annotations
@@ -24,10 +26,8 @@ import ctypes.util
 import logging
 import socket
 import ssl
-import time
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import Any
 
 from aiohttp import web
 
@@ -39,6 +39,10 @@ Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 _CONNECTING, _IDLE, _HEADERS, _BUSY = "connecting", "idle", "headers", "busy"
 """A connection's states: in its TLS handshake; waiting for a request; reading a request's headers; in a handler."""
+
+
+_EVICTION_RETRY_S = 0.2
+"""At the cap with no connection evictable, how often to look again while a client waits in the backlog."""
 
 
 class BodyTimeoutError(TimeoutError):
@@ -56,6 +60,11 @@ class Connection(asyncio.Protocol):
         self.timer: asyncio.TimerHandle | None = None
         self.pending = False
         """Bytes of a next request arrived while a handler ran (pipelining)."""
+        self.request: web.BaseRequest | None = None
+        """The request being handled: bytes that arrive before its body is complete are body, not a next request."""
+        self.close_when_sent = False
+        """The response closes the connection: close it as soon as it is sent, instead of letting aiohttp read
+        (for up to 10 s) the rest of a body that was refused or came too slowly."""
         self.released = False
 
     # -- asyncio.Protocol ------------------------------------------------------------------------------------------
@@ -72,7 +81,7 @@ class Connection(asyncio.Protocol):
         if self.state == _IDLE and data:
             self.limiter.busy(self, _HEADERS)
             self._arm()
-        elif self.state == _BUSY:
+        elif self.state == _BUSY and data and (self.request is None or self.request.content.is_eof()):
             self.pending = True
         self.inner.data_received(data)
 
@@ -92,13 +101,19 @@ class Connection(asyncio.Protocol):
 
     # -- the limiter's side ----------------------------------------------------------------------------------------
 
-    def request_started(self) -> None:
+    def request_started(self, request: web.BaseRequest) -> None:
         self._disarm()
         self.limiter.busy(self, _BUSY)
         self.pending = False
+        self.request = request
 
     def request_finished(self) -> None:
-        if self.transport is None or self.transport.is_closing():
+        """The response is written (or the request failed): wait for the next request."""
+        self.request = None
+        if self.transport is None or self.transport.is_closing() or self.released:
+            return
+        if self.close_when_sent:
+            self.transport.close()  # after what is buffered (the response) is written
             return
         self.limiter.idle(self)
         if self.pending:  # the next request's bytes are here already: its headers are due
@@ -210,7 +225,10 @@ class ConnectionLimiter:
             if self.evict_one():
                 continue
             self._changed.clear()
-            await self._changed.wait()
+            # A connection whose response is still being sent becomes evictable without notice: look again soon.
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(_EVICTION_RETRY_S):
+                    await self._changed.wait()
 
     # -- request bodies --------------------------------------------------------------------------------------------
 
@@ -240,6 +258,7 @@ async def _readable(sock: socket.socket) -> None:
     """Wait until a listening socket has a connection to accept."""
     loop = asyncio.get_running_loop()
     ready = loop.create_future()
+
     def wake() -> None:
         if not ready.done():
             ready.set_result(None)
@@ -255,43 +274,63 @@ LIMITER_KEY = web.AppKey("connection_limiter", ConnectionLimiter)
 """The app's ConnectionLimiter (set by `serve`)."""
 
 
-def body_deadline(request: web.Request) -> float:
-    """When the request's body must have arrived (event-loop time)."""
-    limiter = request.app.get(LIMITER_KEY)
-    conn = limiter.of(request) if limiter is not None else None
-    started = conn.started if conn is not None and hasattr(conn, "started") else None
-    timeout = limiter.limits.body_timeout_s if limiter is not None else 60.0
-    return (started if started is not None else asyncio.get_running_loop().time()) + timeout
+@contextlib.asynccontextmanager
+async def body_window(request: web.BaseRequest, size: int) -> AsyncIterator[None]:
+    """Room for a body of `size` bytes in the body buffer, and the body timeout around reading it (counted from
+    now, which is when the handler starts: right after the request's headers). BodyTimeoutError when room or the
+    body does not come in time. Without a limiter (the app not served by `serve`), no limits."""
+    limiter = request.app.get(LIMITER_KEY) if isinstance(request, web.Request) else None
+    if limiter is None:
+        yield
+        return
+    timeout = limiter.limits.body_timeout_s
+    deadline = asyncio.get_running_loop().time() + timeout
+    async with limiter.body_room(size, deadline):
+        try:
+            async with asyncio.timeout_at(deadline):
+                yield
+        except TimeoutError:
+            limiter.body_timeouts += 1
+            raise BodyTimeoutError(f"the request body did not arrive within {timeout:g} s") from None
 
 
 async def read_body(request: web.Request, limit: int) -> bytes:
-    """The request body (at most `limit` bytes, else web.HTTPRequestEntityTooLarge), read within the body timeout
-    and the body buffer; BodyTimeoutError when it does not arrive in time."""
-    limiter = request.app.get(LIMITER_KEY)
-    if limiter is None:
-        return await request.read()
-    deadline = asyncio.get_running_loop().time() + limiter.limits.body_timeout_s
-    async with limiter.body_room(min(request.content_length or limit, limit), deadline):
-        try:
-            async with asyncio.timeout_at(deadline):
-                return await request.read()
-        except TimeoutError:
-            limiter.body_timeouts += 1
-            raise BodyTimeoutError(f"the body did not arrive within {limiter.limits.body_timeout_s:g} s") from None
+    """The request body within the body timeout and the body buffer: at most `limit` bytes, else
+    web.HTTPRequestEntityTooLarge (from Content-Length before reading, or once more than `limit` arrived)."""
+    length = request.content_length
+    if length is not None and length > limit:
+        raise web.HTTPRequestEntityTooLarge(max_size=limit, actual_size=length)
+    chunks: list[bytes] = []
+    received = 0
+    async with body_window(request, limit if length is None else length):
+        while chunk := await request.content.readany():
+            received += len(chunk)
+            if received > limit:
+                raise web.HTTPRequestEntityTooLarge(max_size=limit, actual_size=received)
+            chunks.append(chunk)
+    return b"".join(chunks)
 
 
 @web.middleware
 async def _track(request: web.Request, handler: Handler) -> web.StreamResponse:
-    """Mark the connection busy while a handler runs (no header timer, not evictable)."""
+    """Mark the connection busy from the handler's start until aiohttp has sent the response (the end of the task
+    that runs the handler), and answer a body that came too late with 408, closing its connection."""
     limiter = request.app.get(LIMITER_KEY)
     conn = limiter.of(request) if limiter is not None else None
     if conn is not None:
-        conn.request_started()
+        conn.request_started(request)
+        task = asyncio.current_task()
+        if task is not None:
+            task.add_done_callback(lambda _task: conn.request_finished())
     try:
-        return await handler(request)
-    finally:
-        if conn is not None:
-            conn.request_finished()
+        response = await handler(request)
+    except BodyTimeoutError as exc:
+        log.info("event=body_timeout method=%s path=%s peer=%s", request.method, request.path, request.remote)
+        response = web.json_response({"error": str(exc)}, status=408)
+        response.force_close()
+    if conn is not None and response.keep_alive is False:  # force_close(): refused unread, or too slow
+        conn.close_when_sent = True
+    return response
 
 
 class _Listener(asyncio.AbstractServer):
@@ -382,14 +421,15 @@ class LimitedSite(web.BaseSite):
                 log.warning("event=accept_failed error=%r", exc)
                 await asyncio.sleep(0.1)
                 continue
-            task = asyncio.create_task(self._connect(client))
+            # Counted now, not when the handshake task runs: the next turn of this loop checks the cap.
+            server = self._runner.server
+            assert server is not None
+            conn = self._limiter.connection(server())
+            task = asyncio.create_task(self._connect(client, conn))
             self._connecting.add(task)
             task.add_done_callback(self._connecting.discard)
 
-    async def _connect(self, client: socket.socket) -> None:
-        server = self._runner.server
-        assert server is not None
-        conn = self._limiter.connection(server())
+    async def _connect(self, client: socket.socket, conn: Connection) -> None:
         timeout = self._limiter.limits.header_timeout_s
         try:
             await asyncio.get_running_loop().connect_accepted_socket(
@@ -442,7 +482,7 @@ async def serve(
     keep_freed_memory_returnable()
     limiter = ConnectionLimiter(limits)
     app[LIMITER_KEY] = limiter
-    app.middlewares.append(_track)
+    app.middlewares.insert(0, _track)  # outermost: the connection is busy for every handler and middleware
     runner = web.AppRunner(
         app, access_log=None, shutdown_timeout=shutdown_timeout, keepalive_timeout=limits.keep_alive_timeout_s
     )
@@ -452,22 +492,14 @@ async def serve(
     return runner
 
 
-def now() -> float:
-    """Monotonic seconds (for log lines)."""
-    return time.monotonic()
-
-
 __all__ = [
     "LIMITER_KEY",
     "BodyTimeoutError",
     "Connection",
     "ConnectionLimiter",
     "LimitedSite",
+    "body_window",
     "keep_freed_memory_returnable",
     "read_body",
     "serve",
 ]
-
-
-def _unused(*_args: Any) -> None:
-    """Placeholder."""

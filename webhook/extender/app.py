@@ -19,6 +19,7 @@ import orjson
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
+from webhook.common.http_server import BodyTimeoutError, body_window
 from webhook.common.metrics import Metrics
 from webhook.common.settings import Settings, volcano_release
 from webhook.extender import scoring
@@ -312,6 +313,9 @@ def _handler(
         try:
             try:
                 raw = await read_body(request, max_body)
+            except BodyTimeoutError:
+                outcome = "body_timeout"  # answered 408 by the server, which closes the connection
+                raise
             except BodyRefusedError as exc:
                 # Refused unread, and the connection closed so the rest is never read either. Volcano (with the
                 # required `extender.ignorable: true`) then goes on without the extender for this call.
@@ -367,18 +371,20 @@ async def read_body(request: web.Request, limit: int) -> bytearray:
         raise BodyRefusedError(411, "body: Content-Length is required (Volcano always sends it)")
     if length > limit:
         raise BodyRefusedError(413, f"body: {length} bytes is over the {limit // 2**20} MiB limit")
-    buffer = bytearray(length)
-    view = memoryview(buffer)
     filled = 0
-    try:
-        while filled < length:
-            chunk = await request.content.readany()
-            if not chunk:
-                break
-            view[filled : filled + len(chunk)] = chunk
-            filled += len(chunk)
-    finally:
-        view.release()
+    # Room in the server's body buffer first (extender.server.bodyBufferMib), then the body within its timeout.
+    async with body_window(request, length):
+        buffer = bytearray(length)
+        view = memoryview(buffer)
+        try:
+            while filled < length:
+                chunk = await request.content.readany()
+                if not chunk:
+                    break
+                view[filled : filled + len(chunk)] = chunk
+                filled += len(chunk)
+        finally:
+            view.release()
     if filled < length:
         del buffer[filled:]
     return buffer

@@ -26,6 +26,7 @@ from webhook.common.settings._model import (
     AcceleratorProfile,
     AdmissionSettings,
     ControllerSettings,
+    ExtenderServerLimits,
     ExtenderSettings,
     HostPathVolume,
     NetworkTopologySettings,
@@ -176,6 +177,7 @@ _SECTIONS: tuple[type, ...] = (
     NetworkTopologySettings,
     AdmissionSettings,
     ServerLimits,
+    ExtenderServerLimits,
 )
 
 

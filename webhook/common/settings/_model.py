@@ -76,6 +76,16 @@ class ServerLimits(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     body_timeout_s). At least the largest body the server accepts."""
 
 
+class ExtenderServerLimits(ServerLimits, frozen=True, forbid_unknown_fields=True):
+    """ServerLimits with the extender's defaults, so a settings file that sets one of them keeps the others:
+    Volcano keeps at most 2 idle connections and checks 16 nodes at once, so 256 connections leave room for several
+    schedulers; bodies of up to 256 MiB (onSessionOpen) get 30 s and fit the 320 MiB body buffer."""
+
+    max_connections: Annotated[int, msgspec.Meta(ge=1, le=65536)] = 256
+    body_timeout_s: Annotated[float, msgspec.Meta(gt=0, le=600)] = 30.0
+    body_buffer_mib: Annotated[int, msgspec.Meta(ge=1, le=65536)] = 320
+
+
 class AcceleratorProfile(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     """What a value of the `ring-controller.cce` label means on this cluster."""
 
@@ -243,7 +253,7 @@ class ExtenderSettings(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     max_session_open_mib: AtLeastOne = 256
     """Largest onSessionOpen body read (Volcano sends its whole cache: about 60-85 MiB per 1,000 nodes); a larger
     one is answered without being used, and the extender plans from what calls show."""
-    server: ServerLimits = ServerLimits(max_connections=256, body_timeout_s=30.0, body_buffer_mib=320)
+    server: ExtenderServerLimits = ExtenderServerLimits()
     """Connections and timeouts of the extender's HTTP server: Volcano keeps at most 2 idle connections and checks 16
     nodes at once, so 256 connections leave room for several schedulers; bodies of up to 256 MiB get 30 s."""
 
@@ -357,6 +367,7 @@ __all__ = [
     "PlanningSettings",
     "PolicySettings",
     "Settings",
+    "ExtenderServerLimits",
     "ServerLimits",
     "SettingsError",
     "TopologySettings",
