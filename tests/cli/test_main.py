@@ -21,6 +21,8 @@ ROOT = Path(__file__).resolve().parents[2]
 
 # Options whose absence simply means "not used": there is no default to show.
 OPTIONAL_INPUTS = {
+    "--pods",  # one of --pods and --job
+    "--job",
     "--nodes",
     "--hypernodes",
     "--tor-configmap",

@@ -10,6 +10,7 @@ import argparse
 import logging
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 
 from webhook.cli import certs, extender, plan, serve, simulate_scheduling
 from webhook.cli.errors import CommandError, one_line, printable
@@ -27,10 +28,22 @@ _COMMAND_MODULES = (
 )
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The full argument parser."""
+KUBECTL_PLUGIN = "kubectl-ringroute"
+"""The executable name kubectl looks for on PATH to run `kubectl ringroute ...` (kubectl's plugin convention)."""
+
+
+def program_name(argv0: str | None = None) -> str:
+    """`kubectl ringroute` when run as the kubectl plugin (by its executable's name), else `ringroute`."""
+    name = Path(argv0 if argv0 is not None else (sys.argv[0] if sys.argv else "")).name
+    if name.startswith(KUBECTL_PLUGIN):  # kubectl-ringroute, kubectl-ringroute.exe, kubectl-ringroute-script.py
+        return "kubectl ringroute"
+    return "ringroute"
+
+
+def build_parser(prog: str = "ringroute") -> argparse.ArgumentParser:
+    """The full argument parser (`prog` names the program in help and errors)."""
     parser = RingrouteParser(
-        prog="ringroute",
+        prog=prog,
         description="Topology-aware rank tables for Ascend NPU training on Kubernetes + Volcano.",
         top_level=True,
     )
@@ -41,8 +54,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of the `ringroute` console script."""
-    parser = build_parser()
+    """Entry point of the `ringroute` and `kubectl-ringroute` console scripts."""
+    parser = build_parser(program_name())
     args = parser.parse_args(argv)
     logging.basicConfig(level=args.log_level, format="%(message)s", stream=sys.stderr)
     handler = getattr(args, "handler", None)

@@ -37,6 +37,7 @@ from planner import (
     topology_from_nodes,
     topology_from_tor_configmap,
 )
+from webhook.cli import live
 from webhook.cli.errors import CommandError, one_line
 from webhook.cli.inputs import read_from, read_settings, read_text
 from webhook.cli.outputs import replace_directory, replace_file, staged_file
@@ -45,6 +46,7 @@ from webhook.common.settings import AcceleratorProfile, PlanningSettings, Settin
 
 if TYPE_CHECKING:  # the planner's numeric half loads only when a command plans
     from planner import JobNetwork, OrderEvaluation, Pattern, PlanResult, Routing
+    from webhook.kube.whatif import ClusterObjects
 
 log = logging.getLogger("ringroute.plan")
 
@@ -141,9 +143,9 @@ def _usage(parser: argparse.ArgumentParser) -> int:
 
 def _add_inputs(parser: argparse.ArgumentParser) -> None:
     inputs = parser.add_argument_group("inputs")
-    inputs.add_argument(
-        "--pods", type=Path, required=True, metavar="FILE", help="the job's Pods (kubectl get pods -o yaml)"
-    )
+    pods_or_job = inputs.add_mutually_exclusive_group(required=True)
+    pods_or_job.add_argument("--pods", type=Path, metavar="FILE", help="the job's Pods (kubectl get pods -o yaml)")
+    live.add_arguments(parser, pods_or_job)
     inputs.add_argument("--nodes", type=Path, metavar="FILE", help="Node objects whose labels carry the topology")
     recognised = " | ".join(_label_family(family) for family in DEFAULT_LABEL_KEYS)
     inputs.add_argument(
@@ -303,19 +305,21 @@ def _fabric(base: Fabric, args: argparse.Namespace) -> Fabric:
     return fabric
 
 
-def _topology(args: argparse.Namespace, settings: Settings) -> Topology:
+def _topology(args: argparse.Namespace, settings: Settings, cluster: ClusterObjects | None = None) -> Topology:
+    """The topology from the flags' files; with `cluster` (--job), what they leave out comes from the cluster."""
     sources = [flag for flag in ("hypernodes", "tor_configmap", "topology") if getattr(args, flag) is not None]
     if len(sources) > 1:
         flags = " and ".join("--" + s.replace("_", "-") for s in sources)
         raise CommandError(f"{flags}: give one topology source")
-    if not sources and args.nodes is None:
+    live_nodes = cluster is not None and args.nodes is None
+    if not sources and args.nodes is None and not live_nodes:
         raise CommandError(
             "topology: missing; pass --nodes FILE (node labels), --hypernodes FILE --nodes FILE, "
             "--tor-configmap FILE or --topology FILE"
         )
-    if args.topology_labels is not None and (sources or args.nodes is None):
+    if args.topology_labels is not None and (sources or (args.nodes is None and not live_nodes)):
         raise CommandError("--topology-labels: only applies to --nodes without another topology source")
-    nodes = _objects(args.nodes, "--nodes") if args.nodes is not None else []
+    nodes = _objects(args.nodes, "--nodes") if args.nodes is not None else cluster.nodes if cluster else []
     if "topology" in sources:
         text = read_text(args.topology, "--topology")
         topology = read_from(
@@ -324,7 +328,7 @@ def _topology(args: argparse.Namespace, settings: Settings) -> Topology:
         return replace(topology, fabric=_fabric(topology.fabric, args))
     fabric = _fabric(settings.topology.fabric, args)
     if "hypernodes" in sources:
-        if args.nodes is None:
+        if args.nodes is None and not live_nodes:
             raise CommandError("--hypernodes: also pass --nodes FILE (regexMatch and labelMatch select Node objects)")
         hypernodes = _objects(args.hypernodes, "--hypernodes")
         return _guarded("--hypernodes", args.hypernodes, lambda: topology_from_hypernodes(hypernodes, nodes, fabric))
@@ -337,11 +341,18 @@ def _topology(args: argparse.Namespace, settings: Settings) -> Topology:
             args.tor_configmap,
             lambda: topology_from_tor_configmap(objects[0], fabric, nodes=nodes),
         )
+    if cluster is not None and live_nodes and args.topology_labels is None:
+        found = live.cluster_topology(cluster, nodes, fabric)  # HyperNodes, else the tor ConfigMap
+        if found is not None:
+            return found
     keys: Sequence[str] = settings.topology.label_keys
     if args.topology_labels is not None:
         keys = [k.strip() for k in args.topology_labels.split(",") if k.strip()]
         if not keys:
             raise CommandError("--topology-labels: give label keys, top-most first (e.g. volcano.sh/tor)")
+    if cluster is not None and live_nodes:
+        labelled = live.labelled_nodes(cluster, keys)
+        return read_from("nodes in the cluster", lambda: topology_from_nodes(labelled, keys, fabric))
     return _guarded("--nodes", args.nodes, lambda: topology_from_nodes(nodes, keys, fabric))
 
 
@@ -352,25 +363,28 @@ class _Case:
         if args.expected_pods is not None and args.expected_pods < 1:
             raise CommandError(f"--expected-pods {args.expected_pods}: must be at least 1")
         self.settings = _settings(args)
-        pods = _objects(args.pods, "--pods")
+        cluster = live.read_cluster(args, self.settings)  # --job: the pods and topology from the cluster
+        pods = cluster.pods if cluster is not None else _objects(args.pods, "--pods")
         self.profile = _profile(self.settings, pods, args.profile)
-        readout = _guarded(
-            "--pods",
-            args.pods,
+        job: dict[str, Any] = {"expected_pods": args.expected_pods, "job_name": args.job_name}
+        if cluster is not None:
+            job = live.placement_options(args, cluster, self.profile.resource_name)
+        where = live.job_where(cluster) if cluster is not None else f"--pods {args.pods}"
+        readout = read_from(
+            where,
             lambda: read_placement(
                 pods,
                 annotation_keys=self.profile.device_annotation_keys,
                 resource_name=self.profile.resource_name,
-                expected_pods=args.expected_pods,
-                job_name=args.job_name,
+                **job,
             ),
         )
         for problem in readout.problems[1:]:
             log.debug("placement problem: %s", problem.render())
         if readout.placement is None or readout.problems:
-            raise CommandError(f"--pods {args.pods}: {render_placement_problems(readout.problems)}")
+            raise CommandError(f"{where}: {render_placement_problems(readout.problems)}")
         self.placement: Placement = readout.placement
-        topology = _topology(args, self.settings)
+        topology = _topology(args, self.settings, cluster)
         self.topology = _guarded("topology", None, lambda: topology_for_placement(topology, self.placement))
         planning = self.settings.planning
         self.pattern: Pattern = args.pattern or planning.pattern
