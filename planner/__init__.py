@@ -61,6 +61,7 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
     ),
     "planner.core._baselines": ("BASELINES", "baseline_order"),
     "planner.core._plan": ("plan_ranks",),
+    "planner.core._ring_order": ("RingOrder", "ring_order"),
     "planner.core._result": ("STATUS_MESSAGES", "PlanResult"),
     "planner.sim._colouring": ("edge_colouring",),
     "planner.sim._evaluate": (
@@ -87,6 +88,7 @@ if TYPE_CHECKING:
     from planner.core._baselines import BASELINES, baseline_order
     from planner.core._plan import plan_ranks
     from planner.core._result import STATUS_MESSAGES, PlanResult
+    from planner.core._ring_order import RingOrder, ring_order
     from planner.io._device_annotations import DEFAULT_ANNOTATION_KEYS
     from planner.io._placement import (
         PlacementProblem,
@@ -200,6 +202,8 @@ __all__ = [
     "PlanResult",
     "baseline_order",
     "plan_ranks",
+    "RingOrder",
+    "ring_order",
     # sim: network model, simulator, route pinning, plots
     "LINK_TIER_LEAF",
     "LINK_TIER_NIC",

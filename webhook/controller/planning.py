@@ -24,7 +24,6 @@ from planner import (
     Topology,
     TopologyError,
     build_rank_table,
-    plan_ranks,
     read_placement,
     render_rank_table,
     render_ranks_env,
@@ -44,6 +43,7 @@ from webhook.common.names import (
 )
 from webhook.common.rank_configmap import CONFIGMAP_DATA_LIMIT, ROUTES_KEY, completed_payload, state_record
 from webhook.common.settings import AcceleratorProfile, Settings, TopologySettings
+from webhook.controller.budget import LEVEL_NAMES, GradedPlan, PlanLevel, graded_plan
 
 
 def npu_task_replicas(job: Mapping[str, Any], resource_name: str) -> tuple[int, list[str]]:
@@ -260,6 +260,10 @@ class Planned:
     routed: bool
     planning_ms: float
     route_problem: str | None = None
+    fallback: str | None = None
+    """Why the table holds a cheaper plan than the one requested (memory or time budget), for the Event."""
+    plan_level: str | None = None
+    """The level the plan came from (`webhook.controller.budget.PlanLevel`); None when not route planned."""
 
 
 def plan_table(
@@ -273,22 +277,23 @@ def plan_table(
     route_plan: bool,
     record_servers: Sequence[Sequence[str]],
     record_valid: bool,
-    skip_reason: str | None = None,
+    start_level: PlanLevel = "as-requested",
+    budget_reasons: Sequence[str] = (),
+    memory_limit: str = "the memory available",
 ) -> Planned:
     """Plan (or take pod-index order) and render the completed ConfigMap data. Runs in a worker thread or process.
 
-    `skip_reason` says why a route-planned job is not planned this time (its plan ran out of memory or time):
-    the table takes pod-index order, survivors keeping their ranks. A route plan that fails for any reason falls
-    back the same way, and `route_problem` says why. Raises ConfigMapTooLargeError, or InputError when the table
-    cannot be built.
+    Route plans are graded (`webhook.controller.budget`): a level that runs out of memory here falls to the next
+    cheaper one, and `start_level` skips the levels the caller gave up for `budget_reasons` (time limit, killed
+    process); `fallback` then says which plan was taken and why, in the Event's words, and so does the plan report.
+    A route plan that fails for any other reason takes pod-index order, survivors keeping their ranks, and
+    `route_problem` says why. Raises ConfigMapTooLargeError, or InputError when the table cannot be built.
     """
     started = time.perf_counter()
-    result: PlanResult | None = None
+    graded: GradedPlan | None = None
     route_problem: str | None = None
     fixed = fixed_ranks_from_record(placement, record_servers) if record_valid else {}
-    if route_plan and skip_reason is not None:
-        route_problem = f"{skip_reason}; the table uses pod-index order"
-    elif route_plan and len(placement.servers) < settings.policy.min_route_plan_nodes:
+    if route_plan and len(placement.servers) < settings.policy.min_route_plan_nodes:
         route_problem = (
             f"route planning needs at least {settings.policy.min_route_plan_nodes} NPU pods "
             f"(got {len(placement.servers)}); the table uses pod-index order"
@@ -296,15 +301,18 @@ def plan_table(
     elif route_plan:
         try:
             planning = settings.planning
-            result = plan_ranks(
+            graded = graded_plan(
                 placement,
                 topology(),
-                planning.pattern,
-                planning.routing,
+                pattern=planning.pattern,
+                routing=planning.routing,
                 qps=planning.qps_per_connection,
-                rng=planning.seed,
+                seed=planning.seed,
                 time_limit=planning.time_limit_s,
                 fixed_ranks=fixed or None,
+                start=start_level,
+                reasons=budget_reasons,
+                memory_limit=memory_limit,
             )
         except InputError as exc:
             route_problem = (
@@ -312,14 +320,15 @@ def plan_table(
                 "with its leaf switch (e.g. volcano.sh/tor) or install HyperNodes"
             )
         except MemoryError:
-            route_problem = "route planning ran out of memory; the table uses pod-index order"
+            route_problem = "route planning ran out of memory even for pod-index order; the table uses pod-index order"
         except Exception as exc:  # a planner bug must not keep the job from starting: the cheapest table is valid
             route_problem = (
                 f"route planning failed unexpectedly ({type(exc).__name__}: {exc}); the table uses pod-index "
                 "order. Please report this with the controller's log"
             )
-    if result is not None:
-        order = result.order
+    result = graded.result if graded is not None else None
+    if graded is not None:
+        order = graded.order
     elif fixed and len(fixed) < len(placement.servers):
         order = _fill_order(placement, fixed)
     else:
@@ -329,7 +338,7 @@ def plan_table(
     state = state_record(
         job_uid, job_version, [(placement.servers[i].pod_name, placement.servers[i].node_name) for i in order]
     )
-    report = json.dumps(result.to_report(placement), separators=(",", ":")) if result is not None else None
+    report = json.dumps(graded.report(placement), separators=(",", ":")) if graded is not None else None
     routes, left_out = None, []
     if result is not None and result.routes is not None:
         entries = sum(int((spines >= 0).sum()) for spines in result.routes.spines)
@@ -344,7 +353,12 @@ def plan_table(
     )
     left_out += [key for key in payload.omitted if key not in left_out]
     planning_ms = (time.perf_counter() - started) * 1000.0
-    message = _completed_message(placement, result, planning_ms, route_plan)
+    if graded is not None and result is None:
+        message = _fallback_completed_message(placement, graded, planning_ms)
+    else:
+        message = _completed_message(placement, result, planning_ms, route_plan)
+        if graded is not None and graded.fallback is not None:
+            message += f"; {LEVEL_NAMES[graded.level]}: see the RankTableFallback event"
     if left_out:
         message += f"; {' and '.join(left_out)} left out: over the ConfigMap's 1 MiB"
     return Planned(
@@ -355,7 +369,22 @@ def plan_table(
         result is not None,
         planning_ms,
         route_problem,
+        graded.fallback.message if graded is not None and graded.fallback is not None else None,
+        graded.level if graded is not None else None,
     )
+
+
+def _fallback_completed_message(placement: Placement, graded: GradedPlan, planning_ms: float) -> str:
+    """RankTableCompleted for a table of the ring order alone or pod-index order, taken to stay within budget."""
+    servers = len(placement.servers)
+    head = f"{servers} servers, {servers * placement.devices_per_server} devices"
+    ring = graded.ring
+    what = "the ring order alone"
+    if ring is not None and ring.cross_edges:
+        what += f" (cross-leaf ring edges {ring.cross_edges[0]}, bound {ring.cross_edge_bounds[0]})"
+    if graded.level == "pod-index":
+        what = "pod-index order"
+    return f"{head}; ranks in {what}, over the planning budget: see the RankTableFallback event; {planning_ms:.0f} ms"
 
 
 @dataclass(frozen=True, slots=True)

@@ -39,6 +39,7 @@ from webhook.common.rank_configmap import (
     rank_table_status,
 )
 from webhook.common.settings import AcceleratorProfile, Settings
+from webhook.controller.budget import PlanLevel, level_title, next_level
 from webhook.controller.isolation import PlanningProcess, PlanningProcessError
 from webhook.controller.planning import (
     Planned,
@@ -91,6 +92,9 @@ class _JobMemory:
     record_servers: list[list[str]] = field(default_factory=list)
     record_identity: tuple[str, str] = ("", "")
     failures: int = 0
+    given_up: tuple[str, PlanLevel, tuple[str, ...]] = ("", "as-requested", ())
+    """(placement fingerprint, level to start at, reasons): plan levels stopped at the budget for these pods, not
+    run again when the same placement is planned again (after a write conflict, or a restart of the lease)."""
 
 
 class Controller:
@@ -424,6 +428,8 @@ class Controller:
                 route_plan=route_plan,
                 record_servers=record_servers,
                 record_valid=record_valid,
+                memory=memory,
+                fingerprint=fingerprint,
             )
         except (ConfigMapTooLargeError, InputError) as exc:
             self.metrics.plans.labels("failed").inc()
@@ -467,6 +473,10 @@ class Controller:
             planned.routed,
             planned.planning_ms,
         )
+        if planned.fallback:
+            # After the write (a write that conflicts is planned again): one Event per table written this way.
+            log.warning("event=plan_fallback job=%s level=%s detail=%s", key, planned.plan_level, planned.fallback)
+            await self._event(job, written, "RankTableFallback", planned.fallback, "Warning")
         await self._event(job, written, "RankTableCompleted", planned.message, "Normal")
         return None
 
@@ -481,11 +491,16 @@ class Controller:
         route_plan: bool,
         record_servers: list[list[str]],
         record_valid: bool,
+        memory: _JobMemory,
+        fingerprint: str,
     ) -> Planned:
         """The completed table: route plans in the planning process when there is one, the rest in a thread.
 
-        A plan that runs out of memory or time there is written in pod-index order instead (survivors keep their
-        ranks), computed here without the planner's search.
+        The budget is graded (`webhook.controller.budget`): a level that runs out of memory in the planning process
+        falls to the next cheaper one there; a level stopped at the time limit (or whose process died) is given up
+        here and the next one runs in a new process, each with the whole time limit (levels given up for the same
+        placement are not tried again). Pod-index order, the last level, needs no planner and is computed here
+        (survivors keep their ranks).
         """
         arguments: dict[str, Any] = {
             "job_uid": job_uid,
@@ -498,13 +513,46 @@ class Controller:
         if self.planning is None or not routed:
             return await asyncio.to_thread(plan_table, self.settings, profile, placement, topology, **arguments)
         portable = await asyncio.to_thread(portable_topology, topology)
-        try:
-            return await self.planning.call(plan_table, self.settings, profile, placement, portable, **arguments)
-        except PlanningProcessError as exc:
-            log.warning("event=planning_stopped job=%s/%s error=%s", placement.namespace, placement.job_name, exc)
-            return await asyncio.to_thread(
-                plan_table, self.settings, profile, placement, portable, skip_reason=str(exc), **arguments
-            )
+        pattern, routing = self.settings.planning.pattern, self.settings.planning.routing
+        memory_limit = f"the {self.planning.memory_limit_mib} MiB of controller.planningMemoryLimitMib"
+        level: PlanLevel = "as-requested"
+        reasons: list[str] = []
+        if memory.given_up[0] == fingerprint:
+            level, reasons = memory.given_up[1], list(memory.given_up[2])
+        while level != "pod-index":
+            try:
+                return await self.planning.call(
+                    plan_table,
+                    self.settings,
+                    profile,
+                    placement,
+                    portable,
+                    start_level=level,
+                    budget_reasons=tuple(reasons),
+                    memory_limit=memory_limit,
+                    **arguments,
+                )
+            except PlanningProcessError as exc:
+                log.warning(
+                    "event=planning_stopped job=%s/%s level=%s error=%s",
+                    placement.namespace,
+                    placement.job_name,
+                    level,
+                    exc,
+                )
+                reasons.append(f"{level_title(level, pattern, routing)}: {exc}")
+                level = next_level(level, routing)
+                memory.given_up = (fingerprint, level, tuple(reasons))
+        return await asyncio.to_thread(
+            plan_table,
+            self.settings,
+            profile,
+            placement,
+            portable,
+            start_level="pod-index",
+            budget_reasons=tuple(reasons),
+            **arguments,
+        )
 
     def _record(
         self, configmap: Obj | None, memory: _JobMemory, uid: str, version: str
