@@ -269,12 +269,13 @@ async def test_a_session_cache_over_its_limit_leaves_the_extender_without_sessio
         await client.close()
 
 
-async def test_a_malformed_session_cache_is_answered_and_dropped(
+async def test_a_malformed_session_cache_is_refused_with_400_and_dropped(
     client: TestClient[Any, Any], metrics: Metrics
 ) -> None:
     bert = job("bert", 2)
     await post(client, "onSessionOpen", session_open([bert], [node("a0", tor("A"))]))
     status, raw = await post(client, "onSessionOpen", {"Jobs": [], "Nodes": {}})
-    assert (status, json.loads(raw)) == (200, {})
+    assert status == 400
+    assert json.loads(raw)["error"] == "Jobs: expected `object | null`, got `array`"
     assert not client.app[STATE_KEY].session_data
     assert sample(metrics, "ringroute_extender_requests_total", verb="onSessionOpen", outcome="bad_request") == 1

@@ -50,6 +50,9 @@ Body = bytes | bytearray
 Request = TypeVar("Request", bound=msgspec.Struct)
 
 
+SESSION_CLOSE_MAX_BYTES = 64 * 1024
+"""Largest onSessionClose body read: Volcano's OnSessionCloseRequest has no fields (it sends `{}`)."""
+
 RELEASE_DETECTION_INTERVAL_S = 300.0
 """How often the Volcano release is read again from a request when `volcano.version` is auto."""
 
@@ -171,15 +174,15 @@ class ExtenderService:
     def session_open(self, raw: Body) -> VerbResult:
         """POST <prefix>/onSessionOpen: the scheduler's cache at the start of a session.
 
-        Always answered `{}` with HTTP 200: an error here makes Volcano skip the extender for the whole session
-        when `extender.ignorable` is false. A body the extender cannot use only leaves it without session data.
+        Answered `{}` with HTTP 200. A body that is not Volcano's cache (a field of the wrong type or shape) gets
+        HTTP 400 naming the field, and what the extender knew of the previous session is dropped, not replaced:
+        Volcano never sends such a body, and with the required `extender.ignorable: true` it goes on regardless.
         """
         try:
             request = SessionOpenRequest() if _blank(raw) else decode(SessionOpenRequest, raw)
-        except PayloadError as exc:
+        except PayloadError:
             self.state.session_without_data()
-            log.warning("event=extender_session_unusable bytes=%d error=%r", len(raw), str(exc)[:300])
-            return {}, "bad_request"
+            raise
         if request.Nodes is None:
             # Volcano always sends its nodes; a cache without them says nothing about this session.
             self.state.session_without_data()
@@ -202,7 +205,7 @@ class ExtenderService:
         )
 
     def session_close(self, raw: Body) -> VerbResult:
-        """POST <prefix>/onSessionClose."""
+        """POST <prefix>/onSessionClose: Volcano sends `{}` (OnSessionCloseRequest has no fields)."""
         if not _blank(raw):
             _json_object(raw)
         self.state.maybe_prune()
@@ -249,6 +252,8 @@ def extender_app(settings: Settings, metrics: Metrics, *, state: ExtenderState |
             handler = _handler(
                 verb, work, neutral, metrics, max_body=max_session, on_too_large=service.session_too_large
             )
+        elif verb == "onSessionClose":
+            handler = _handler(verb, work, neutral, metrics, max_body=SESSION_CLOSE_MAX_BYTES)
         else:
             handler = _handler(verb, work, neutral, metrics, max_body=max_body)
         app.router.add_post(f"{PREFIX}/{verb}", handler)
@@ -370,7 +375,8 @@ async def read_body(request: web.Request, limit: int) -> bytearray:
     if length is None:
         raise BodyRefusedError(411, "body: Content-Length is required (Volcano always sends it)")
     if length > limit:
-        raise BodyRefusedError(413, f"body: {length} bytes is over the {limit // 2**20} MiB limit")
+        shown = f"{limit // 2**20} MiB" if limit >= 2**20 else f"{limit // 1024} KiB"
+        raise BodyRefusedError(413, f"body: {length} bytes is over the {shown} limit")
     filled = 0
     # Room in the server's body buffer first (extender.server.bodyBufferMib), then the body within its timeout.
     async with body_window(request, length):

@@ -10,6 +10,7 @@ plugins make, and that Volcano reports Ready. Pure functions; no I/O.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -244,12 +245,25 @@ def _requirement_matches(requirement: NodeSelectorRequirement, labels: Mapping[s
         case "Gt" | "Lt":
             if not present or len(values) != 1:
                 return False
-            try:
-                have, limit = int(str(value)), int(values[0])
-            except ValueError:
+            have, limit = _go_int(value), _go_int(values[0])
+            if have is None or limit is None:
                 return False
             return have > limit if requirement.operator == "Gt" else have < limit
     return False
+
+
+_GO_INT = re.compile(r"[+-]?[0-9]{1,19}", re.ASCII)
+INT64_MAX = 2**63 - 1
+
+
+def _go_int(text: str | None) -> int | None:
+    """A label value as Kubernetes reads it for Gt/Lt (strconv.ParseInt base 10, 64 bits): ASCII digits with an
+    optional sign, no spaces or underscores; None for anything else, which matches neither operator. Python's int()
+    would also take "٨", " 8" and "1_000"."""
+    if text is None or _GO_INT.fullmatch(text) is None:
+        return None
+    value = int(text)
+    return value if -INT64_MAX - 1 <= value <= INT64_MAX else None
 
 
 def _field_matches(requirement: NodeSelectorRequirement, node_name: str) -> bool:

@@ -133,11 +133,17 @@ class NodeSpec(msgspec.Struct, gc=False, omit_defaults=True):
     taints: list[Taint] | None = None
 
 
+class NodeStatus(msgspec.Struct, gc=False, omit_defaults=True):
+    """v1 NodeStatus: nothing of it is read (Volcano's NodeInfo carries the node's state and resources); declared so
+    that a status that is not an object is refused as the API server would, rather than passed over."""
+
+
 class Node(msgspec.Struct, gc=False, omit_defaults=True):
     """v1 Node subset: its labels carry the network topology."""
 
     metadata: NodeMeta | None = None
     spec: NodeSpec | None = None
+    status: NodeStatus | None = None
 
 
 class SessionPod(msgspec.Struct, gc=False, omit_defaults=True):
@@ -394,6 +400,7 @@ __all__ = [
     "NodeSelectorTerm",
     "NodeSpec",
     "NodeState",
+    "NodeStatus",
     "NodeTask",
     "NodeView",
     "ObjectMeta",

@@ -84,12 +84,13 @@ _DECIMAL = {
     "P": Decimal("1e15"),
     "E": Decimal("1e18"),
 }
-_QUANTITY = re.compile(r"^([+-]?(?:\d+\.?\d*|\.\d+))(Ki|Mi|Gi|Ti|Pi|Ei|[numkMGTPE]|[eE][+-]?\d+)?$")
+# re.ASCII: `\d` would match every Unicode digit ("٨"), which resource.ParseQuantity refuses.
+_QUANTITY = re.compile(r"([+-]?(?:\d+\.?\d*|\.\d+))(Ki|Mi|Gi|Ti|Pi|Ei|[numkMGTPE]|[eE][+-]?\d{1,4})?", re.ASCII)
 
 
 def parse_quantity(text: str) -> Decimal:
     """The exact value of a Kubernetes quantity string ("192", "1536Gi", "500m", "3456736289398", "1e3")."""
-    match = _QUANTITY.match(text.strip())
+    match = _QUANTITY.fullmatch(text.strip())
     if not match:
         raise ValueError(f"quantity: {text!r} is not a Kubernetes quantity such as '8', '500m' or '256Gi'")
     number, suffix = Decimal(match.group(1)), match.group(2) or ""
