@@ -29,7 +29,14 @@ from aiohttp import web  # noqa: E402
 
 from certs import ServingCertificates, generate_bundle  # noqa: E402
 from emulation.admission import admission_review  # noqa: E402
-from planner import Device, Placement, Server, generate_topology, plan_ranks  # noqa: E402
+from planner import (  # noqa: E402
+    Device,
+    Placement,
+    Server,
+    generate_topology,
+    metric_changes,
+    plan_ranks,
+)
 from webhook.admission.server import admission_app  # noqa: E402
 from webhook.common.metrics import Metrics  # noqa: E402
 from webhook.common.names import INJECTED_ANNOTATION  # noqa: E402
@@ -163,13 +170,10 @@ def planning_demo() -> None:
     before, after = result.before, result.after
     say(f"planner: {result.message} ({result.wall_time_s * 1000:.0f} ms); rank 0 stays on task index 0", 3)
     say(f"{'metric':44} {'pod-index order':>16} {'ringroute':>12} {'bound':>8}", 3)
-    rows = [
-        ("ring edges crossing leaves", before.cross_edges[0], after.cross_edges[0], after.cross_edge_bounds[0]),
-        ("max flows on one link (ECMP, mean)", before.max_link_load, after.max_link_load, after.max_link_load_bound),
-        ("ring bus bandwidth (fraction of line rate)", before.ring_busbw, after.ring_busbw, 1.0),
-    ]
-    for name, b, a, bound in rows:
-        say(f"{name:44} {b:>16.3g} {a:>12.3g} {bound:>8.3g}", 3)
+    # the numbers and rounding of `ringroute plan` and the plan report
+    for change in metric_changes(before, after):
+        name = f"{change.label} ({change.unit})" if change.unit else change.label
+        say(f"{name:44} {change.before_text:>16} {change.after_text:>12} {change.bound_text:>8}", 3)
     say()
 
 

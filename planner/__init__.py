@@ -65,9 +65,11 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
     "planner.core._result": ("STATUS_MESSAGES", "PlanResult"),
     "planner.sim._colouring": ("edge_colouring",),
     "planner.sim._evaluate": (
+        "LinkLoads",
         "OrderEvaluation",
         "SeedMetrics",
         "evaluate_order",
+        "order_link_loads",
         "order_seed_metrics",
         "paired_difference",
         "ring_cross_edges",
@@ -77,8 +79,19 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
     "planner.sim._patterns": ("halving_doubling_sizes", "halving_doubling_steps", "lambda_star", "ring_flows"),
     "planner.sim._pinning": ("pin_routes",),
     # matplotlib is imported only when a plot is drawn (the optional `plot` extra)
-    "planner.sim._plot": ("plot_link_loads",),
+    "planner.sim._plot": ("link_load_figure", "plot_link_loads"),
     "planner.sim._route_plan": ("RoutePlan", "RoutesFile"),
+    "planner.sim._summary": (
+        "MetricChange",
+        "explain_max_link_load",
+        "format_fraction",
+        "format_gain",
+        "format_load",
+        "headline",
+        "metric_changes",
+        "run_title",
+        "seed_note",
+    ),
 }
 _MODULE_OF: dict[str, str] = {name: module for module, names in _EXPORTS.items() for name in names}
 
@@ -125,9 +138,11 @@ if TYPE_CHECKING:
     )
     from planner.sim._colouring import edge_colouring
     from planner.sim._evaluate import (
+        LinkLoads,
         OrderEvaluation,
         SeedMetrics,
         evaluate_order,
+        order_link_loads,
         order_seed_metrics,
         paired_difference,
         ring_cross_edges,
@@ -136,8 +151,19 @@ if TYPE_CHECKING:
     from planner.sim._network import LINK_TIER_LEAF, LINK_TIER_NIC, LINK_TIER_SPINE, JobNetwork, job_network
     from planner.sim._patterns import halving_doubling_sizes, halving_doubling_steps, lambda_star, ring_flows
     from planner.sim._pinning import pin_routes
-    from planner.sim._plot import plot_link_loads
+    from planner.sim._plot import link_load_figure, plot_link_loads
     from planner.sim._route_plan import RoutePlan, RoutesFile
+    from planner.sim._summary import (
+        MetricChange,
+        explain_max_link_load,
+        format_fraction,
+        format_gain,
+        format_load,
+        headline,
+        metric_changes,
+        run_title,
+        seed_note,
+    )
 else:
     # Hidden from type checkers: to mypy a module-level __getattr__ makes every name importable (as Any), so a
     # misspelt `from planner import ...` would pass; the block above gives them each public name with its type.
@@ -209,6 +235,8 @@ __all__ = [
     "LINK_TIER_NIC",
     "LINK_TIER_SPINE",
     "JobNetwork",
+    "LinkLoads",
+    "MetricChange",
     "OrderEvaluation",
     "RoutePlan",
     "RoutesFile",
@@ -216,18 +244,28 @@ __all__ = [
     "ecmp_max_loads",
     "edge_colouring",
     "evaluate_order",
+    "explain_max_link_load",
     "flow_rates",
+    "format_fraction",
+    "format_gain",
+    "format_load",
     "halving_doubling_sizes",
     "halving_doubling_steps",
+    "headline",
     "job_network",
     "lambda_star",
+    "link_load_figure",
     "link_loads",
     "max_link_loads",
     "max_min_rates",
+    "metric_changes",
+    "order_link_loads",
     "order_seed_metrics",
     "paired_difference",
     "pin_routes",
     "plot_link_loads",
     "ring_cross_edges",
     "ring_flows",
+    "run_title",
+    "seed_note",
 ]

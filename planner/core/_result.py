@@ -9,21 +9,20 @@ from typing import Any
 from planner._model import Pattern, Placement, Routing
 from planner.sim._evaluate import OrderEvaluation
 from planner.sim._route_plan import RoutePlan
+from planner.sim._summary import (
+    explain_cross_edges,
+    explain_max_link_load,
+    format_fraction,
+    headline,
+    metric_changes,
+)
 
 STATUS_MESSAGES = {
-    0: "planned: every lower bound of the pattern's structure is met",
+    0: "planned",
     1: "time limit reached: the best order found so far is returned",
     2: "fixed ranks keep a lower bound out of reach: the best completion is returned",
 }
 """`PlanResult.status` values and what they mean."""
-
-
-TIER_NAMES = ("leaf", "pod")
-
-
-def tier_name(tier: int) -> str:
-    """Name of the 0-based listed tier in reports ("leaf", "pod", "tier-3", ...)."""
-    return TIER_NAMES[tier] if tier < len(TIER_NAMES) else f"tier-{tier + 1}"
 
 
 @dataclass(frozen=True)
@@ -76,6 +75,17 @@ class PlanResult:
             "ranks": {pods[i]: rank for i, rank in enumerate(self.ranks)},
             "before": {"order": "pod-index", **self.before.to_dict(), "summary": summarise(self.before)},
             "after": {"order": "ringroute", **self.after.to_dict(), "summary": summarise(self.after)},
+            "headline": headline(self.before, self.after),
+            "changes": [
+                {
+                    "metric": change.key,
+                    "before": change.before_text,
+                    "after": change.after_text,
+                    "bound": change.bound_text,
+                    "text": change.render(),
+                }
+                for change in metric_changes(self.before, self.after)
+            ],
         }
         if self.routes is not None:
             report["routes"] = {"max_load": self.routes.max_load, "bound": self.routes.bound}
@@ -83,15 +93,13 @@ class PlanResult:
 
 
 def summarise(evaluation: OrderEvaluation) -> list[str]:
-    """Metrics as sentences with their bounds: "128 cross-leaf edges (bound 128)"."""
-    lines = [
-        f"{count} cross-{tier_name(t)} edges (bound {bound})"
-        for t, (count, bound) in enumerate(zip(evaluation.cross_edges, evaluation.cross_edge_bounds, strict=True))
-    ]
-    lines.append(f"max link load {evaluation.max_link_load:.3g} (bound {evaluation.max_link_load_bound})")
+    """Metrics as sentences with their bounds, in words: "4 ring edges cross leaves (bound 4: the job spans 4
+    leaves)", "max link load 2.16 flows (mean over ECMP hash seeds 0-63): ECMP hashing cannot reach ..."."""
+    lines = [explain_cross_edges(evaluation, t) for t in range(len(evaluation.cross_edges))]
+    lines.append(explain_max_link_load(evaluation))
     # a bus bandwidth that was not simulated (NaN: the pod-index order's other collective) is left out
     if not math.isnan(evaluation.ring_busbw):
-        lines.append(f"ring bus bandwidth {evaluation.ring_busbw:.3f} of line rate (bound 1)")
+        lines.append(f"ring bus bandwidth {format_fraction(evaluation.ring_busbw)} of line rate (bound 1)")
     if not math.isnan(evaluation.hd_busbw):
-        lines.append(f"halving-doubling bus bandwidth {evaluation.hd_busbw:.3f} of line rate (bound 1)")
+        lines.append(f"halving-doubling bus bandwidth {format_fraction(evaluation.hd_busbw)} of line rate (bound 1)")
     return lines

@@ -16,7 +16,7 @@ import numpy as np
 
 from planner._errors import InputError
 from planner._model import Pattern, Routing
-from planner.sim._loads import step_max_loads_per_seed
+from planner.sim._loads import step_link_loads_per_seed, step_max_loads_per_seed
 from planner.sim._network import JobNetwork
 from planner.sim._patterns import STEP_PATTERNS, StepPattern, collective_steps, lambda_star, ring_flows, unique_steps
 from planner.sim._pinning import pin_routes
@@ -49,6 +49,8 @@ class OrderEvaluation:
     """Standard error of `ring_busbw` over the ecmp seeds."""
     hd_busbw_sem: float = 0.0
     """Standard error of `hd_busbw` over the ecmp seeds."""
+    seeds: int = 1
+    """ECMP hash seeds the means are over (seeds 0 .. seeds-1); 1 for deterministic routing."""
 
     @property
     def max_link_load_gap(self) -> float:
@@ -195,12 +197,12 @@ def order_seed_metrics(
     hd_steps, hd_index = unique_steps(hd_all)
     if routing == "pinned":
         routes = _complete_routes(network, [*ring_steps, *hd_steps], routes)
-    step_ids = [0] * len(ring_steps) + [1 + k for k in range(len(hd_steps))]
-    loads = step_max_loads_per_seed(
-        network, [*ring_steps, *hd_steps], routing, qps=qps, seeds=runs, routes=routes, step_ids=step_ids
-    )
-    ring_loads = loads[: len(ring_steps)]
-    hd_loads = loads[len(ring_steps) :][hd_index] if hd_all else np.zeros((0, runs.size))
+    steps, step_ids = _routed_together(pattern, ring_steps, hd_steps)
+    loads = step_max_loads_per_seed(network, steps, routing, qps=qps, seeds=runs, routes=routes, step_ids=step_ids)
+    hd_first = pattern == "halving-doubling"
+    ring_loads = loads[len(hd_steps) :] if hd_first else loads[: len(ring_steps)]
+    hd_part = loads[: len(hd_steps)] if hd_first else loads[len(ring_steps) :]
+    hd_loads = hd_part[hd_index] if hd_all else np.zeros((0, runs.size))
     chosen: list[np.ndarray] = []
     bound_steps: list[np.ndarray] = []
     if pattern in ("ring", "mixed"):
@@ -220,6 +222,22 @@ def order_seed_metrics(
         hd_busbw=np.repeat(_busbw(hd_loads, hd_sizes), repeat) if "halving-doubling" in simulated else None,
         max_link_load_bound=bound,
     )
+
+
+def _routed_together(
+    pattern: Pattern, ring_steps: list[np.ndarray], hd_steps: list[np.ndarray]
+) -> tuple[list[np.ndarray], list[int]]:
+    """The steps in the order they are routed together, and their ECMP stream ids (ring 0, the distinct
+    halving-doubling steps 1, 2, ...).
+
+    A connection takes the stream of the first step holding it, so the pattern's own steps go first: its max link
+    load is then the same whether or not the other collective is simulated too (for its bus bandwidth).
+    """
+    ring_ids = [0] * len(ring_steps)
+    hd_ids = [1 + k for k in range(len(hd_steps))]
+    if pattern == "halving-doubling":
+        return [*hd_steps, *ring_steps], [*hd_ids, *ring_ids]
+    return [*ring_steps, *hd_steps], [*ring_ids, *hd_ids]
 
 
 def _mean_and_sem(values: np.ndarray | None) -> tuple[float, float]:
@@ -277,7 +295,83 @@ def evaluate_order(
         max_link_load_sem=_sem(metrics.max_link_load),
         ring_busbw_sem=ring_sem,
         hd_busbw_sem=hd_sem,
+        seeds=int(metrics.seeds.size) if routing == "ecmp" else 1,
     )
+
+
+@dataclass(frozen=True, eq=False)
+class LinkLoads:
+    """Every link's load under each seed for a rank order: what `evaluate_order`'s max link load is the mean of.
+
+    `loads[s, link]` is the link's largest load over the pattern's steps under seed s, in flows. The busiest link
+    of each seed (`busiest`) averaged over the seeds is `OrderEvaluation.max_link_load` for the same arguments.
+    """
+
+    seeds: np.ndarray
+    """The seeds of the rows (one row for deterministic routing)."""
+    loads: np.ndarray
+    """(seeds, links) load of every link (`JobNetwork` link ids, NIC links first)."""
+    max_link_load_bound: int
+
+    @property
+    def busiest(self) -> np.ndarray:
+        """Largest link load under each seed."""
+        largest: np.ndarray = self.loads.max(axis=1) if self.loads.size else np.zeros(self.seeds.size)
+        return largest
+
+    @property
+    def max_link_load(self) -> float:
+        """Mean over the seeds of the busiest link's load: `OrderEvaluation.max_link_load`."""
+        return float(self.busiest.mean())
+
+    @property
+    def mean(self) -> np.ndarray:
+        """Each link's load averaged over the seeds (its expected load under ECMP)."""
+        averaged: np.ndarray = self.loads.mean(axis=0)
+        return averaged
+
+    def ranked(self, links: slice | np.ndarray | None = None) -> np.ndarray:
+        """The links' loads sorted busiest first under each seed, then averaged over the seeds position by
+        position: entry 0 is `max_link_load` (over `links`; all links by default), entry k the mean load of the
+        (k+1)-th busiest link. Links that carry nothing under every seed are left out."""
+        chosen = self.loads if links is None else self.loads[:, links]
+        ranked: np.ndarray = -np.sort(-chosen, axis=1)
+        averaged: np.ndarray = ranked.mean(axis=0)
+        return averaged[averaged > 0]
+
+
+def order_link_loads(
+    network: JobNetwork,
+    order: Sequence[int] | np.ndarray,
+    *,
+    pattern: Pattern = "ring",
+    routing: Routing = "ecmp",
+    qps: int = 1,
+    seeds: int = 20,
+    routes: RoutePlan | None = None,
+) -> LinkLoads:
+    """The load of every link under each seed, for the same arguments as `evaluate_order` and on its streams.
+
+    Deterministic routings evaluate once. Under pinned routing `routes` is used where it covers a step and the
+    rest is pinned, as in `evaluate_order`.
+    """
+    check_routing(routing, qps)
+    if pattern not in get_args(Pattern):
+        raise InputError(f"pattern: {pattern!r} is not one of {', '.join(get_args(Pattern))}")
+    if isinstance(seeds, bool) or not isinstance(seeds, int | np.integer) or seeds < 1:
+        raise InputError(f"seeds: {seeds!r}; average ecmp over at least 1 seed (20 is the default)")
+    ranks = _check_order(network, order)
+    runs = np.arange(int(seeds) if routing == "ecmp" else 1)
+    ring_steps = collective_steps(ranks, "ring")[0] if pattern in ("ring", "mixed") else []
+    hd_steps: list[np.ndarray] = []
+    if pattern in ("halving-doubling", "mixed"):
+        hd_steps = unique_steps(collective_steps(ranks, "halving-doubling")[0])[0]
+    steps, step_ids = _routed_together(pattern, ring_steps, hd_steps)  # the streams of `order_seed_metrics`
+    if routing == "pinned":
+        routes = _complete_routes(network, steps, routes)
+    loads = step_link_loads_per_seed(network, steps, routing, qps=qps, seeds=runs, routes=routes, step_ids=step_ids)
+    bound = max((_step_bound(network, s, routes if routing == "pinned" else None) for s in steps), default=1)
+    return LinkLoads(seeds=runs, loads=loads, max_link_load_bound=bound)
 
 
 def _step_bound(network: JobNetwork, flows: np.ndarray, routes: RoutePlan | None) -> int:

@@ -163,6 +163,43 @@ def step_max_loads_per_seed(
     return out
 
 
+def step_link_loads_per_seed(
+    network: JobNetwork,
+    steps: list[np.ndarray],
+    routing: Routing,
+    *,
+    qps: int,
+    seeds: np.ndarray,
+    routes: RoutePlan | None,
+    step_ids: Sequence[int],
+) -> np.ndarray:
+    """(seeds, links) load of every link under each seed, the largest over the steps, NIC links included.
+
+    Routed exactly as `step_max_loads_per_seed` (same streams), so each row's maximum is that function's
+    largest value over the steps for the same seed.
+    """
+    out = np.zeros((seeds.size, network.num_links))
+    first = network.first_switch_link
+    width = network.num_links - first
+    prepared = prepared_steps(network, steps, routing, qps=qps, routes=routes, step_ids=step_ids)
+    for pairs in steps:
+        if pairs.size:
+            nic = _nic_loads(network, pairs)
+            np.maximum(out[:, : nic.size], nic[None, :], out=out[:, : nic.size])
+    routed: dict[int, Routed] = {}
+    for one, view in prepared:
+        whole = routed.get(id(one))
+        if whole is None:
+            whole = routed[id(one)] = one.route(seeds)
+        step = whole if view is None else whole.take(view)
+        if not step.cross.size:
+            continue
+        for seed in range(seeds.size):
+            counts = np.bincount(step.seed_links(seed) - first, minlength=width) * step.weight
+            np.maximum(out[seed, first:], counts, out=out[seed, first:])
+    return out
+
+
 # -- max-min fair rates ------------------------------------------------------------------------------------------
 
 

@@ -2,11 +2,88 @@
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from planner._errors import InputError
+from planner.sim._summary import format_load
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+
+DEFAULT_LABELS = ("before: pod-index order", "after: ringroute's order")
+_STYLES: tuple[dict[str, Any], ...] = (
+    # before: thick solid red with circles; after: thinner dashed blue with squares, drawn on top, so where
+    # both lie at the same load (often 1) each stays visible
+    {"color": "tab:red", "linestyle": "-", "linewidth": 3.0, "marker": "o", "zorder": 2},
+    {"color": "tab:blue", "linestyle": "--", "linewidth": 1.6, "marker": "s", "zorder": 3},
+)
+
+
+def _pyplot() -> Any:
+    try:
+        import matplotlib as mpl
+
+        mpl.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError as error:
+        raise InputError("--plot: matplotlib is not installed; pip install 'ringroute[plot]'") from error
+    return plt
+
+
+def link_load_figure(
+    before: np.ndarray,
+    after: np.ndarray,
+    *,
+    bound: int | None = None,
+    labels: tuple[str, str] = DEFAULT_LABELS,
+    title: str | None = None,
+    maxima: tuple[float, float] | None = None,
+) -> Figure:
+    """The figure `plot_link_loads` saves (matplotlib's, for callers that show or inspect it).
+
+    `before`/`after` are link loads busiest first (`LinkLoads.ranked()`), each drawn as a step line; `maxima`
+    are the max link loads the legend names (default: each series' first value), `bound` draws λ* as a line.
+    The y axis ticks whole flow counts.
+    """
+    plt = _pyplot()
+    from matplotlib.ticker import MaxNLocator
+
+    series = [np.sort(np.asarray(loads, dtype=float).ravel())[::-1] for loads in (before, after)]
+    if maxima is None:
+        maxima = (float(series[0].max(initial=0)), float(series[1].max(initial=0)))
+    figure, axis = plt.subplots(figsize=(9, 4.5))
+    for loads, label, largest, style in zip(series, labels, maxima, _STYLES, strict=True):
+        used = loads[loads > 0]
+        x = np.arange(used.size)
+        every = max(1, used.size // 12)
+        axis.step(
+            x,
+            used,
+            where="post",
+            label=f"{label}: max link load {format_load(largest)}",
+            markevery=every,
+            markersize=6,
+            **style,
+        )
+    top = max([*(float(s.max(initial=0)) for s in series), float(bound or 0), 1.0])
+    if bound is not None:
+        axis.axhline(bound, color="black", linestyle=":", linewidth=1.2, zorder=1, label=f"bound λ* = {bound}")
+    axis.set_ylim(0, math.ceil(top) + 0.5)
+    axis.yaxis.set_major_locator(MaxNLocator(integer=True))
+    axis.xaxis.set_major_locator(MaxNLocator(integer=True))
+    axis.set_xlabel("links carrying traffic, busiest first")
+    axis.set_ylabel("flows on the link")
+    axis.grid(axis="y", color="0.9")
+    if title:
+        axis.set_title(title, fontsize=10)
+    axis.legend(loc="upper right")
+    figure.tight_layout()
+    drawn: Figure = figure
+    return drawn
 
 
 def plot_link_loads(
@@ -15,32 +92,19 @@ def plot_link_loads(
     path: str | Path,
     *,
     bound: int | None = None,
-    labels: tuple[str, str] = ("before (pod-index order)", "after (ringroute)"),
+    labels: tuple[str, str] = DEFAULT_LABELS,
+    title: str | None = None,
+    maxima: tuple[float, float] | None = None,
 ) -> Path:
-    """Draw the switch-link loads of two plans, each sorted from most to least loaded, into a PNG file.
+    """Draw the link loads of two plans, each busiest first, into an image file (format from its suffix).
 
-    `before`/`after` are `link_loads` arrays (usually restricted to switch links); `bound` draws λ* as a line.
-    Raises InputError when matplotlib is not installed.
+    See `link_load_figure`. Raises InputError when matplotlib is not installed.
     """
-    try:
-        import matplotlib as mpl
-
-        mpl.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError as error:
-        raise InputError("--plot: matplotlib is not installed; pip install 'ringroute[plot]'") from error
+    plt = _pyplot()
     target = Path(path)
-    figure, axis = plt.subplots(figsize=(8, 4))
-    for loads, label in zip((before, after), labels, strict=True):
-        used = np.sort(np.asarray(loads, dtype=float))[::-1]
-        used = used[used > 0]
-        axis.step(np.arange(used.size), used, where="post", label=f"{label}: max {used.max(initial=0):g}")
-    if bound is not None:
-        axis.axhline(bound, color="black", linestyle="--", linewidth=1, label=f"bound λ* = {bound}")
-    axis.set_xlabel("switch links carrying traffic, most loaded first")
-    axis.set_ylabel("flows on the link")
-    axis.legend()
-    figure.tight_layout()
-    figure.savefig(target, dpi=100)
-    plt.close(figure)
+    figure = link_load_figure(before, after, bound=bound, labels=labels, title=title, maxima=maxima)
+    try:
+        figure.savefig(target, dpi=100)
+    finally:
+        plt.close(figure)
     return target

@@ -26,8 +26,9 @@ def test_completed_message_names_the_planned_collective_and_no_nan(pattern: Patt
     assert "nan" not in message
     for text in expected:
         assert text in message
-    assert message.startswith("8 servers, 64 devices; cross-leaf ring edges ")
-    assert message.endswith("(ecmp); planning 12 ms")
+    assert message.startswith("8 servers, 64 devices; ring edges crossing leaves ")
+    assert f"max link load {result.before.max_link_load:.2f} -> {result.after.max_link_load:.2f} flows" in message
+    assert message.endswith(f"(ecmp, mean over ECMP hash seeds 0-{result.after.seeds - 1}); planning 12 ms")
 
 
 def test_completed_message_without_a_plan_says_why() -> None:

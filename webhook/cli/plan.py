@@ -38,9 +38,10 @@ from planner import (
     topology_from_tor_configmap,
 )
 from webhook.cli import live
-from webhook.cli.errors import CommandError, one_line
+from webhook.cli.errors import CommandError
 from webhook.cli.inputs import read_from, read_settings, read_text
-from webhook.cli.outputs import replace_directory, replace_file, staged_file
+from webhook.cli.outputs import replace_directory, replace_file
+from webhook.cli.plan_view import PlanView, check_target, plan_view, summary_lines, write_html, write_plot
 from webhook.common.names import HYPERCLUSTER_LABEL, HYPERNODE_LABEL, RING_LABEL, TOR_LABEL
 from webhook.common.settings import AcceleratorProfile, PlanningSettings, Settings
 
@@ -77,6 +78,7 @@ def register(subparsers: Any) -> None:
         metavar="DIR",
         help="directory to write; an existing one is replaced as a whole, and only if it holds nothing but a plan",
     )
+    _add_html(plan)
     plan.set_defaults(handler=run_plan)
 
     simulate = subparsers.add_parser(
@@ -86,7 +88,13 @@ def register(subparsers: Any) -> None:
         "ring edges against their bound, max link load against λ*, ring and halving-doubling bus bandwidth.",
     )
     _add_inputs(simulate)
-    simulate.add_argument("--seeds", type=int, default=20, metavar="N", help="ECMP hash seeds to average over")
+    simulate.add_argument(
+        "--seeds",
+        type=int,
+        metavar="N",
+        help="ECMP hash seeds to average over, 0 .. N-1 (default: the seeds plan reports on: up to 64, fewer for "
+        "large jobs)",
+    )
     simulate.add_argument("--json", action="store_true", help="print JSON instead of a table")
     simulate.add_argument(
         "--plot",
@@ -94,6 +102,7 @@ def register(subparsers: Any) -> None:
         metavar="FILE.png",
         help="also draw the link loads of pod-index order and ringroute's order (needs ringroute[plot])",
     )
+    _add_html(simulate)
     simulate.set_defaults(handler=run_simulate)
 
     topology = subparsers.add_parser("topology", help="topology files", description="Topology file tools.")
@@ -134,6 +143,16 @@ def register(subparsers: Any) -> None:
     )
     generate.set_defaults(handler=run_topology_generate)
     topology.set_defaults(handler=lambda _args: _usage(topology))
+
+
+def _add_html(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--html",
+        type=Path,
+        metavar="FILE.html",
+        help="also write one self-contained page picturing the plan: servers by leaf, the ring before and after, "
+        "link loads, bounds",
+    )
 
 
 def _usage(parser: argparse.ArgumentParser) -> int:
@@ -451,32 +470,65 @@ def run_plan(args: argparse.Namespace) -> int:
     out_dir: Path = args.out_dir
     if out_dir.exists() and not out_dir.is_dir():
         raise CommandError(f"--out-dir {out_dir}: is a file; give a directory")
+    if args.html is not None:
+        check_target(args.html, "--html", "plan.html")
     case = _Case(args)
     result = case.plan()
     if not result.success:
         log.warning("planner: %s", result.message)
     files = plan_outputs(case, result)
+    view = _view(case, result, {"pod-index": result.before, "ringroute": result.after}) if args.html else None
     write_atomically(out_dir, files)
-    after = result.after
+    if view is not None:
+        write_html(args.html, view)
     print(
-        f"wrote {', '.join(files)} to {out_dir}: {len(case.placement.servers)} servers x "
-        f"{case.placement.devices_per_server} devices; ring cross-leaf edges {after.cross_edges[0]} "
-        f"(bound {after.cross_edge_bounds[0]}), max link load {after.max_link_load:.3g} "
-        f"(λ* {after.max_link_load_bound}) under {case.routing}, "
-        f"was {result.before.max_link_load:.3g} in pod-index order"
+        f"wrote {', '.join(files)} to {out_dir}"
+        + (f" and {args.html}" if view is not None else "")
+        + f": {len(case.placement.servers)} servers x {case.placement.devices_per_server} devices, "
+        f"{case.pattern} under {case.routing} routing, pod-index order -> ringroute's order"
     )
+    for line in summary_lines(result.before, result.after):
+        print(f"  {line}")
     return 0
+
+
+def _view(
+    case: _Case,
+    result: PlanResult,
+    evaluations: Mapping[str, OrderEvaluation],
+    orders: Mapping[str, tuple[int, ...]] | None = None,
+) -> PlanView:
+    """What --html and --plot show: the pod-index order and the plan, with `evaluations` of both."""
+    from planner import baseline_order
+
+    if orders is None:
+        orders = {"pod-index": baseline_order("pod-index", case.placement, case.topology), "ringroute": result.order}
+    return _guarded(
+        "plan",
+        None,
+        lambda: plan_view(
+            case.placement,
+            case.topology,
+            orders=orders,
+            evaluations=evaluations,
+            routes=result.routes,
+            message=result.message,
+        ),
+    )
 
 
 # -- simulate ---------------------------------------------------------------------------------------------------
 
 
 def _evaluations(
-    case: _Case, seeds: int
+    case: _Case, seeds: int | None
 ) -> tuple[dict[str, tuple[int, ...]], dict[str, OrderEvaluation], JobNetwork, PlanResult]:
+    """Every order's evaluation on `seeds` (default: the plan report's seeds, so its numbers are the plan's)."""
     from planner import baseline_order, evaluate_order, job_network
 
     result = case.plan()
+    if seeds is None:
+        seeds = result.after.seeds
     network = _guarded(
         "topology", None, lambda: job_network(case.topology, [s.node_name for s in case.placement.servers])
     )
@@ -502,6 +554,8 @@ def _evaluations(
 
 def simulation_table(evaluations: Mapping[str, OrderEvaluation], tiers: int) -> str:
     """The before/after comparison as aligned text columns."""
+    from planner import format_fraction, format_load
+
     tier_names = ["leaf", "pod", "tier3"][:tiers]
     header = ["order", *(f"cross-{t} (bound)" for t in tier_names), "max load (λ*)", "ring busbw", "HD busbw"]
     rows = [header]
@@ -510,9 +564,9 @@ def simulation_table(evaluations: Mapping[str, OrderEvaluation], tiers: int) -> 
             [
                 name,
                 *(f"{e} ({b})" for e, b in zip(ev.cross_edges, ev.cross_edge_bounds, strict=False)),
-                f"{ev.max_link_load:.2f} ({ev.max_link_load_bound})",
-                f"{ev.ring_busbw:.3f}",
-                f"{ev.hd_busbw:.3f}",
+                f"{format_load(ev.max_link_load)} ({ev.max_link_load_bound})",
+                format_fraction(ev.ring_busbw),
+                format_fraction(ev.hd_busbw),
             ]
         )
     widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
@@ -521,15 +575,22 @@ def simulation_table(evaluations: Mapping[str, OrderEvaluation], tiers: int) -> 
 
 def run_simulate(args: argparse.Namespace) -> int:
     """`ringroute simulate`: print how each rank order of the job performs on its network."""
-    if args.seeds < 1:
+    if args.seeds is not None and args.seeds < 1:
         raise CommandError(f"--seeds {args.seeds}: must be at least 1")
-    if args.plot is not None:
-        _check_plot_target(args.plot)  # before the simulation, which takes a while
+    if args.plot is not None:  # before the simulation, which takes a while
+        if importlib.util.find_spec("matplotlib") is None:
+            raise CommandError(f"--plot {args.plot}: matplotlib is not installed; pip install 'ringroute[plot]'")
+        check_target(args.plot, "--plot", "loads.png")
+    if args.html is not None:
+        check_target(args.html, "--html", "plan.html")
     case = _Case(args)
-    orders, evaluations, network, result = _evaluations(case, args.seeds)
-    if args.plot is not None:
-        bound = evaluations["ringroute"].max_link_load_bound
-        _plot(args.plot, case, network, orders=orders, bound=bound)
+    orders, evaluations, _network, result = _evaluations(case, args.seeds)
+    if args.plot is not None or args.html is not None:
+        view = _view(case, result, {name: evaluations[name] for name in ("pod-index", "ringroute")}, orders)
+        if args.plot is not None:
+            write_plot(args.plot, view)
+        if args.html is not None:
+            write_html(args.html, view)
     summary = {
         "job": case.placement.job_name,
         "servers": len(case.placement.servers),
@@ -537,50 +598,22 @@ def run_simulate(args: argparse.Namespace) -> int:
         "pattern": case.pattern,
         "routing": case.routing,
         "qps": case.qps,
+        "seeds": evaluations["ringroute"].seeds,
         "plan": {"status": result.status, "message": result.message, "wall_time_s": result.wall_time_s},
     }
     if args.json:
         payload = {**summary, "orders": {name: ev.to_dict() for name, ev in evaluations.items()}}
         print(json.dumps(payload, indent=2))
     else:
+        from planner import seed_note
+
+        seeds = seed_note(evaluations["ringroute"])
         print(
             f"job {summary['job']}: {summary['servers']} servers, topology from {summary['topology']}, "
-            f"pattern {case.pattern}, routing {case.routing}, qps {case.qps}"
+            f"pattern {case.pattern}, routing {case.routing}, qps {case.qps}" + (f", {seeds}" if seeds else "")
         )
         print(simulation_table(evaluations, case.topology.tiers))
     return 0
-
-
-def _check_plot_target(path: Path) -> None:
-    """Refuse a --plot path that cannot become a file, and a missing matplotlib, before any work is done."""
-    if importlib.util.find_spec("matplotlib") is None:
-        raise CommandError(f"--plot {path}: matplotlib is not installed; pip install 'ringroute[plot]'")
-    if path.is_dir():
-        raise CommandError(f"--plot {path}: is a directory; give a file name such as {path / 'loads.png'}")
-    existing = next(parent for parent in path.absolute().parents if parent.exists())
-    if not existing.is_dir():
-        raise CommandError(f"--plot {path}: {existing} is a file, so no directory can be made there")
-
-
-def _plot(path: Path, case: _Case, network: JobNetwork, *, orders: dict[str, tuple[int, ...]], bound: int) -> None:
-    """Draw the switch-link loads of the pod-index order and ringroute's order (ring flows, seed 0) into `path`,
-    making its directory like --out-dir does; a failed drawing leaves no file behind."""
-    from planner import link_loads, pin_routes, plot_link_loads, ring_flows
-
-    first = network.first_switch_link
-    loads = []
-    for name in ("pod-index", "ringroute"):
-        flows = ring_flows(orders[name])
-        routes = pin_routes(network, [flows]) if case.routing == "pinned" else None
-        loads.append(link_loads(network, flows, case.routing, qps=case.qps, seed=case.seed, routes=routes))
-    try:
-        # The temporary name keeps the suffix: matplotlib picks the image format from it.
-        with staged_file(path, flag="--plot") as temporary:
-            plot_link_loads(loads[0][first:], loads[1][first:], temporary, bound=bound)
-    except InputError as exc:
-        raise CommandError(f"--plot {path}: {exc}") from None
-    except ValueError as exc:  # matplotlib: an image format it does not know
-        raise CommandError(f"--plot {path}: {one_line(str(exc))}; give a .png, .svg or .pdf file name") from None
 
 
 # -- topology generate ------------------------------------------------------------------------------------------

@@ -6,7 +6,6 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
-import math
 import time
 from collections.abc import Callable, Container, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -438,20 +437,14 @@ def _completed_message(placement: Placement, result: PlanResult | None, planning
             else "route planning skipped: see the RankTableFailed event"
         )
         return f"{head}; ranks in pod-index order ({why}); {planning_ms:.0f} ms"
-    before, after = result.before, result.after
-    cross_before = before.cross_edges[0] if before.cross_edges else 0
-    cross_after = after.cross_edges[0] if after.cross_edges else 0
-    bound = after.cross_edge_bounds[0] if after.cross_edge_bounds else 0
-    gains = [
-        f"predicted {label} bus bandwidth {getattr(before, field):.2f} -> {getattr(after, field):.2f} of line rate"
-        for label, field in (("ring", "ring_busbw"), ("halving-doubling", "hd_busbw"))
-        # The "before" order is only simulated for the collectives the plan was made for.
-        if math.isfinite(getattr(before, field)) and math.isfinite(getattr(after, field))
-    ]
-    return (
-        "; ".join([f"{head}; cross-leaf ring edges {cross_before} -> {cross_after} (bound {bound})", *gains])
-        + f" ({result.routing}); planning {planning_ms:.0f} ms"
-    )
+    from planner import metric_changes, seed_note
+
+    # The plan report's numbers, rounded as `ringroute plan` prints them; a bus bandwidth the pod-index order was
+    # not simulated for (the collective the plan was not made for) is left out.
+    changes = [change.render() for change in metric_changes(result.before, result.after)]
+    note = seed_note(result.after)
+    routing = f"{result.routing}, {note}" if note else result.routing
+    return f"{head}; " + "; ".join(changes) + f" ({routing}); planning {planning_ms:.0f} ms"
 
 
 def configmap_job_key(configmap: Mapping[str, Any], settings: Settings) -> str | None:

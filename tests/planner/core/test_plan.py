@@ -177,8 +177,8 @@ def test_report_is_json_and_agrees_with_the_order() -> None:
     assert report["order"][0] == pods[2]
     assert report["servers"] == 12
     assert report["devices"] == 12 * placement.devices_per_server
-    assert report["after"]["summary"][0] == "4 cross-leaf edges (bound 4)"
-    assert report["after"]["summary"][1] == "2 cross-pod edges (bound 2)"
+    assert report["after"]["summary"][0] == "4 ring edges cross leaves (bound 4: the job spans 4 leaves)"
+    assert report["after"]["summary"][1] == "2 ring edges cross pods (bound 2: the job spans 2 pods)"
     assert report["before"]["order"] == "pod-index"
     assert report["status"] == result.status
     assert report["after"]["max_link_load_bound"] == result.after.max_link_load_bound
