@@ -62,8 +62,6 @@ class ClusterObjects:
     nodes: list[Obj] = field(default_factory=list)
     hypernodes: list[Obj] = field(default_factory=list)
     tor_configmap: Obj | None = None
-    requests: tuple[tuple[str, str], ...] = ()
-    """(verb, resource) of every read made, in order."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -136,22 +134,19 @@ def _refused(exc: KubeError, server: str, verb: str, kind: ResourceKind, namespa
 
 
 class _Reader:
-    """Reads through a KubeRepository, turning failures into ClusterReadError and recording every read."""
+    """Reads through a KubeRepository, turning failures into ClusterReadError."""
 
     def __init__(self, repo: KubeRepository, server: str) -> None:
         self.repo = repo
         self.server = server
-        self.requests: list[tuple[str, str]] = []
 
     async def get(self, kind: ResourceKind, namespace: str | None, name: str) -> Obj | None:
-        self.requests.append(("get", kind.plural))
         try:
             return await self.repo.get_object(kind, namespace, name)
         except KubeError as exc:
             raise _refused(exc, self.server, "get", kind, namespace) from None
 
     async def list(self, kind: ResourceKind, namespace: str | None = None, selector: str | None = None) -> list[Obj]:
-        self.requests.append(("list", kind.plural))
         try:
             items, _ = await self.repo.list_objects(kind, namespace, label_selector=selector)
         except KubeError as exc:
@@ -207,7 +202,6 @@ async def read_job_objects(api: ApiClient, request: ReadRequest, default_namespa
         nodes=nodes,
         hypernodes=hypernodes,
         tor_configmap=tor,
-        requests=tuple(reader.requests),
     )
 
 
