@@ -24,6 +24,7 @@ import contextlib
 import ctypes
 import ctypes.util
 import logging
+import resource
 import socket
 import ssl
 from collections import OrderedDict
@@ -466,6 +467,21 @@ def keep_freed_memory_returnable() -> None:
     mallopt(ctypes.c_int(m_mmap_threshold), ctypes.c_int(128 * 1024))
 
 
+def ensure_open_files(max_connections: int) -> None:
+    """Raise the soft limit of open files towards the hard one when the cap would not fit under it (Go programs,
+    such as kube-apiserver, do so at start): at the soft limit, accepting fails before the cap is reached."""
+    with contextlib.suppress(ValueError, OSError):
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        wanted = max_connections + _SPARE_FILES
+        if soft != resource.RLIM_INFINITY and soft < wanted:
+            raised = wanted if hard == resource.RLIM_INFINITY else min(hard, wanted)
+            resource.setrlimit(resource.RLIMIT_NOFILE, (raised, hard))
+
+
+_SPARE_FILES = 256
+"""Files a server needs besides its connections (listening sockets, certificates, pipes, the planning process)."""
+
+
 async def serve(
     app: web.Application,
     host: str,
@@ -480,6 +496,7 @@ async def serve(
     """Start serving `app` on host:port within `limits`; stop it with `await runner.cleanup()`. The bound port is
     `runner.addresses[0][1]` (for port 0)."""
     keep_freed_memory_returnable()
+    ensure_open_files(limits.max_connections)
     limiter = ConnectionLimiter(limits)
     app[LIMITER_KEY] = limiter
     app.middlewares.insert(0, _track)  # outermost: the connection is busy for every handler and middleware
@@ -499,6 +516,7 @@ __all__ = [
     "ConnectionLimiter",
     "LimitedSite",
     "body_window",
+    "ensure_open_files",
     "keep_freed_memory_returnable",
     "read_body",
     "serve",

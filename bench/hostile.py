@@ -1,0 +1,304 @@
+"""Hostile clients against one `ringroute serve` on loopback (admission over TLS, the extender's own process):
+memory and latency stay within the figures ringroute promises.
+
+Prints JSON lines (`python bench/hostile.py [--connections 1500] [--requests 150]`), each with the measured figure,
+its target and pass/fail, then a summary:
+- `unique_mount_paths`: 150 POST /jobs/validate, each job with its own 1 MB volume mount path: admission's RSS
+  growth after them (target <= 64 MB: nothing is kept per request);
+- `idle_tls_connections`: 1,500 TLS connections opened and left idle (more than admission.server.maxConnections:
+  the idle-longest make room), a /jobs/validate on a new connection meanwhile (target <= 2 s), admission's RSS
+  growth once they are closed (target <= 150 MB) and at its peak;
+- `extender_300mib_body`: a 300 MiB POST /extender/predicate streamed at full speed: the answer (413, or the
+  connection closed) and the extender process's peak RSS growth (target <= 64 MB);
+- `admission_while_extender_scores`: /jobs/mutate at concurrency 10 for 5 s while prioritize calls of 20,000
+  compact nodes run back to back against the extender (target p99 <= 300 ms, no errors).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import copy
+import multiprocessing
+import re
+import resource
+import ssl
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from bench._common import emit  # noqa: E402
+from bench.extender import _task_of_job, extender_load, node_infos, prioritize_body, rss_mib, serve  # noqa: E402
+from bench.webhook import client_context, realistic_review, run_aiohttp  # noqa: E402
+from certs import generate_bundle  # noqa: E402
+
+TARGETS = {
+    "unique_mount_paths": ("rss_growth_mb", 64.0),
+    "idle_tls_connections": ("rss_growth_after_close_mb", 150.0),
+    "idle_tls_connections/new_request": ("new_request_s", 2.0),
+    "extender_300mib_body": ("peak_rss_growth_mb", 64.0),
+    "admission_while_extender_scores": ("p99_ms", 300.0),
+}
+MB = 1024 * 1024
+
+
+def admission_pid(extender_pid: int) -> int:
+    """`ringroute serve` itself: the extender process's parent."""
+    return int(Path(f"/proc/{extender_pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+
+
+def judged(case: str, record: dict[str, Any]) -> dict[str, Any]:
+    """`record` with the target of `case` and whether the figure meets it."""
+    key, target = TARGETS[case]
+    record[f"target_{key}"] = target
+    record["pass"] = bool(record[key] <= target)
+    return record
+
+
+async def post(
+    port: int, context: ssl.SSLContext, path: str, body: bytes, *, timeout_s: float = 30.0
+) -> tuple[int, bytes]:
+    """One POST on a new TLS connection (closed after the answer)."""
+    reader, writer = await asyncio.wait_for(
+        asyncio.open_connection("127.0.0.1", port, ssl=context, server_hostname="127.0.0.1"), timeout_s
+    )
+    try:
+        head = (
+            f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+            f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n"
+        ).encode()
+        writer.write(head + body)
+        await writer.drain()
+        status_line = await asyncio.wait_for(reader.readline(), timeout_s)
+        rest = await asyncio.wait_for(reader.read(), timeout_s)
+        return int(status_line.split()[1]), rest.partition(b"\r\n\r\n")[2]
+    finally:
+        writer.close()
+
+
+def review_with_mount_path(base: dict[str, Any], index: int, path_bytes: int) -> bytes:
+    """A /jobs/validate review whose first container mounts a volume at its own `path_bytes`-long path."""
+    review = copy.deepcopy(base)
+    review["request"]["uid"] = f"mount-path-{index}"
+    job = review["request"]["object"]
+    # As the validating webhook sees the job: after mutation, which removes the vendor-only plugin.
+    (job["spec"].get("plugins") or {}).pop("configmap1980", None)
+    spec = job["spec"]["tasks"][0]["template"]["spec"]
+    prefix = f"/data/{index:06d}/"
+    spec["containers"][0].setdefault("volumeMounts", []).append(
+        {"name": "scratch", "mountPath": prefix + "p" * (path_bytes - len(prefix))}
+    )
+    spec.setdefault("volumes", []).append({"name": "scratch", "emptyDir": {}})
+    return orjson.dumps(review)
+
+
+async def unique_mount_paths(port: int, pid: int, context: ssl.SSLContext, requests: int) -> dict[str, Any]:
+    base = realistic_review()
+    for i in range(3):  # warm-up: code paths, TLS, allocator arenas
+        await post(port, context, "/jobs/validate", review_with_mount_path(base, -1 - i, 4096))
+    before = rss_mib(pid)
+    answered = denied = 0
+    started = time.perf_counter()
+    for i in range(requests):
+        status, body = await post(port, context, "/jobs/validate", review_with_mount_path(base, i, MB))
+        answer = orjson.loads(body)["response"]
+        answered += status == 200 and answer["uid"] == f"mount-path-{i}"
+        denied += not answer["allowed"]
+    elapsed = time.perf_counter() - started
+    await asyncio.sleep(1.0)
+    after = rss_mib(pid)
+    return judged(
+        "unique_mount_paths",
+        {
+            "case": "unique_mount_paths",
+            "requests": requests,
+            "mount_path_bytes": MB,
+            "answered_200": answered,
+            "denied": denied,
+            "seconds": round(elapsed, 2),
+            "rss_before_mb": before,
+            "rss_after_mb": after,
+            "rss_growth_mb": round(after - before, 1),
+        },
+    )
+
+
+async def idle_tls_connections(port: int, pid: int, context: ssl.SSLContext, count: int) -> list[dict[str, Any]]:
+    before = rss_mib(pid)
+    hwm_before = rss_mib(pid, "VmHWM")
+    writers: list[asyncio.StreamWriter] = []
+    failed = 0
+    opened_at = time.perf_counter()
+
+    async def open_one() -> None:
+        nonlocal failed
+        try:
+            _reader, writer = await asyncio.wait_for(
+                asyncio.open_connection("127.0.0.1", port, ssl=context, server_hostname="127.0.0.1"), 30
+            )
+            writers.append(writer)
+        except (OSError, TimeoutError, ssl.SSLError):
+            failed += 1
+
+    for start in range(0, count, 100):  # handshakes 100 at a time, as a connection flood arrives
+        await asyncio.gather(*(open_one() for _ in range(min(100, count - start))))
+    opening = time.perf_counter() - opened_at
+    during = rss_mib(pid)
+    body = review_with_mount_path(realistic_review(), 0, 64)
+    asked = time.perf_counter()
+    status, _ = await post(port, context, "/jobs/validate", body)
+    new_request_s = time.perf_counter() - asked
+    still_open = sum(not w.transport.is_closing() for w in writers)
+    for writer in writers:
+        writer.close()
+    await asyncio.sleep(3.0)
+    after = rss_mib(pid)
+    peak = rss_mib(pid, "VmHWM")
+    closed = {
+        "case": "idle_tls_connections",
+        "connections": count,
+        "handshakes_failed": failed,
+        "opening_s": round(opening, 2),
+        "rss_before_mb": before,
+        "rss_with_connections_mb": during,
+        "rss_after_close_mb": after,
+        "rss_growth_after_close_mb": round(after - before, 1),
+        "peak_rss_growth_mb": round(max(peak, hwm_before) - before, 1),
+        "client_side_open_before_close": still_open,
+    }
+    meanwhile = {"case": "idle_tls_connections/new_request", "status": status, "new_request_s": round(new_request_s, 3)}
+    return [judged("idle_tls_connections", closed), judged("idle_tls_connections/new_request", meanwhile)]
+
+
+async def extender_300mib_body(port: int, pid: int) -> dict[str, Any]:
+    size = 300 * MB
+    before = rss_mib(pid)
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    writer.write(
+        f"POST /extender/predicate HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+        f"Content-Length: {size}\r\n\r\n".encode()
+    )
+    chunk = b'{"task":' + b" " * (MB - 8)
+    sent = 0
+    started = time.perf_counter()
+    answer = asyncio.create_task(reader.readline())
+    with contextlib.suppress(ConnectionError):
+        while sent < size and not answer.done():
+            writer.write(chunk)
+            await writer.drain()
+            sent += len(chunk)
+    try:
+        status_line = await asyncio.wait_for(answer, 30)
+    except (ConnectionError, TimeoutError):
+        status_line = b""
+    elapsed = time.perf_counter() - started
+    writer.close()
+    with contextlib.suppress(ConnectionError):
+        await writer.wait_closed()
+    await asyncio.sleep(0.5)
+    status = int(status_line.split()[1]) if status_line.startswith(b"HTTP/") else None
+    peak = rss_mib(pid, "VmHWM")
+    record = {
+        "case": "extender_300mib_body",
+        "body_mib": size // MB,
+        "status": status,
+        "refused": status == 413 or status is None,
+        "sent_mib_before_refusal": round(sent / MB, 1),
+        "seconds": round(elapsed, 3),
+        "rss_before_mb": before,
+        "peak_rss_mb": peak,
+        "peak_rss_growth_mb": round(max(0.0, peak - before), 1),
+    }
+    judged("extender_300mib_body", record)
+    record["pass"] = record["pass"] and record["refused"]
+    return record
+
+
+def prioritize_calls(extender_port: int) -> float:
+    """Prioritize calls the extender has answered so far (its /metrics)."""
+    with urllib.request.urlopen(f"http://127.0.0.1:{extender_port}/metrics", timeout=10) as response:
+        text = response.read().decode()
+    pattern = r'ringroute_extender_requests_total\{[^}]*verb="prioritize"[^}]*\} ([0-9.e+]+)'
+    return sum(float(m) for m in re.findall(pattern, text))
+
+
+def admission_while_extender_scores(
+    admission_port: int, extender_port: int, ca_pem: str, nodes: int, seconds: float
+) -> dict[str, Any]:
+    body = prioritize_body(_task_of_job("compact"), node_infos("compact", nodes, 0, seed=0))
+    url = f"http://127.0.0.1:{extender_port}/extender/prioritize"
+    load = multiprocessing.get_context("spawn").Process(target=extender_load, args=(url, body, 1), daemon=True)
+    load.start()
+    try:
+        time.sleep(3.0)  # the first calls are under way
+        calls_before = prioritize_calls(extender_port)
+        result = run_aiohttp(admission_port, 10, seconds, orjson.dumps(realistic_review()), ca_pem)
+        calls = prioritize_calls(extender_port) - calls_before
+    finally:
+        load.terminate()
+        load.join(10)
+    record = {
+        "case": "admission_while_extender_scores",
+        "extender_load": f"prioritize of {nodes} compact nodes back to back ({len(body) / MB:.1f} MiB each)",
+        "prioritize_calls_answered": int(calls),
+        "concurrency": 10,
+        **{k: result[k] for k in ("requests", "rps", "p50_ms", "p99_ms", "max_ms", "errors", "non_2xx")},
+    }
+    judged("admission_while_extender_scores", record)
+    record["pass"] = record["pass"] and result["errors"] == 0 and result["non_2xx"] == 0 and calls > 0
+    return record
+
+
+async def run(args: argparse.Namespace, work: Path) -> list[dict[str, Any]]:
+    cert_dir = work / "certs"
+    generate_bundle("ringroute-webhook", "ringroute-system", cert_dir, days=1, extra_names=["localhost", "127.0.0.1"])
+    context = client_context(cert_dir / "ca.crt")
+    rows: list[dict[str, Any]] = []
+    with serve(cert_dir, work / "serve.log") as (admission_port, extender_port, extender_pid):
+        pid = admission_pid(extender_pid)
+        for row in [
+            await unique_mount_paths(admission_port, pid, context, args.requests),
+            *await idle_tls_connections(admission_port, pid, context, args.connections),
+            await extender_300mib_body(extender_port, extender_pid),
+            await asyncio.to_thread(
+                admission_while_extender_scores,
+                admission_port,
+                extender_port,
+                (cert_dir / "ca.crt").read_text(),
+                args.nodes,
+                args.seconds,
+            ),
+        ]:
+            emit(row)
+            rows.append(row)
+    return rows
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--requests", type=int, default=150, help="validate requests with unique 1 MB mount paths")
+    parser.add_argument("--connections", type=int, default=1500, help="idle TLS connections")
+    parser.add_argument("--nodes", type=int, default=20000, help="prioritize candidates while admission is timed")
+    parser.add_argument("--seconds", type=float, default=5.0, help="admission load duration")
+    args = parser.parse_args()
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft < args.connections + 256:  # this client holds every connection open at once
+        resource.setrlimit(resource.RLIMIT_NOFILE, (min(hard, args.connections + 256), hard))
+    with tempfile.TemporaryDirectory() as work:
+        rows = asyncio.run(run(args, Path(work)))
+    checks = {row["case"]: "pass" if row["pass"] else "FAIL" for row in rows}
+    emit({"case": "summary", "ok": all(v == "pass" for v in checks.values()), "checks": checks})
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
