@@ -62,8 +62,8 @@ class ServerLimits(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     max_connections: Annotated[int, msgspec.Meta(ge=1, le=65536)] = 512
     """Open connections at most (per process). At the cap a new connection waits in the listen backlog, and the
     connection idle longest is closed to make room for it; with none idle it waits until one closes (the kernel
-    refuses it when the backlog is full). A TLS connection holds about 280 KiB (asyncio's 256 KiB read buffer), so
-    512 of them about 145 MiB: with the serving process and the planning process that fits the Deployment's 1 GiB."""
+    refuses it when the backlog is full). A TLS connection holds about 290 KiB (asyncio's 256 KiB read buffer), so
+    512 of them about 148 MiB: with the serving process and the planning process that fits the Deployment's 1 GiB."""
     header_timeout_s: Annotated[float, msgspec.Meta(gt=0, le=15)] = 10.0
     """A request's headers (and a new connection's TLS handshake) must arrive within this, counted from the first
     byte (or the connection); a client that sends them slower is disconnected."""
