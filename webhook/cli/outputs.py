@@ -13,7 +13,7 @@ import os
 import shutil
 import stat
 import tempfile
-from collections.abc import Collection, Iterator, Mapping
+from collections.abc import Collection, Iterable, Iterator, Mapping
 from pathlib import Path
 
 from webhook.cli.errors import CommandError
@@ -44,8 +44,11 @@ def _failure(flag: str, target: Path, action: str, exc: OSError) -> CommandError
     return CommandError(f"{flag} {target}: cannot {action}: {exc.strerror or exc}")
 
 
-def replace_directory(target: Path, files: Mapping[str, str], *, flag: str, replaceable: Collection[str]) -> None:
-    """Make `target` a directory holding exactly `files` (name -> text), replacing an existing one as a whole.
+def replace_directory(
+    target: Path, files: Mapping[str, str | Iterable[str]], *, flag: str, replaceable: Collection[str]
+) -> None:
+    """Make `target` a directory holding exactly `files` (name -> text, or pieces of text written one by one so a
+    large file is never held whole), replacing an existing one as a whole.
 
     The files go into a new directory beside `target`, which then takes its place by rename: the old directory is
     renamed aside, the new one into place, the old one removed. A reader that opens `target` once sees one
@@ -73,7 +76,11 @@ def replace_directory(target: Path, files: Mapping[str, str], *, flag: str, repl
         file_mode = _default_mode(directory=False)
         for name, text in files.items():
             path = staging / name
-            path.write_text(text, encoding="utf-8")
+            if isinstance(text, str):
+                path.write_text(text, encoding="utf-8")
+            else:
+                with path.open("w", encoding="utf-8") as out:
+                    out.writelines(text)
             path.chmod(file_mode)
             _fsync(path)
         staging.chmod(mode)

@@ -11,7 +11,7 @@ import importlib.util
 import json
 import logging
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -37,7 +37,7 @@ from planner import (
     topology_from_nodes,
     topology_from_tor_configmap,
 )
-from webhook.cli import live
+from webhook.cli import live, plan_budget
 from webhook.cli.errors import CommandError
 from webhook.cli.inputs import read_from, read_settings, read_text
 from webhook.cli.outputs import replace_directory, replace_file
@@ -47,6 +47,7 @@ from webhook.common.settings import AcceleratorProfile, PlanningSettings, Settin
 
 if TYPE_CHECKING:  # the planner's numeric half loads only when a command plans
     from planner import JobNetwork, OrderEvaluation, Pattern, PlanResult, Routing
+    from webhook.controller.budget import GradedPlan
     from webhook.kube.whatif import ClusterObjects
 
 log = logging.getLogger("ringroute.plan")
@@ -79,6 +80,7 @@ def register(subparsers: Any) -> None:
         help="directory to write; an existing one is replaced as a whole, and only if it holds nothing but a plan",
     )
     _add_html(plan)
+    plan_budget.add_arguments(plan)
     plan.set_defaults(handler=run_plan)
 
     simulate = subparsers.add_parser(
@@ -418,6 +420,23 @@ class _Case:
         if not 0 < self.time_limit < math.inf:  # also refuses nan
             raise CommandError(f"--time-limit {self.time_limit}: must be a positive number of seconds")
 
+    def budgeted(self, args: argparse.Namespace) -> GradedPlan:
+        """The plan within the budget of --memory-limit and --planning-timeout (`webhook.cli.plan_budget`)."""
+        return _guarded(
+            "plan",
+            None,
+            lambda: plan_budget.budgeted_plan(
+                args,
+                self.placement,
+                self.topology,
+                pattern=self.pattern,
+                routing=self.routing,
+                qps=self.qps,
+                seed=self.seed,
+                time_limit=self.time_limit,
+            ),
+        )
+
     def plan(self) -> PlanResult:
         from planner import plan_ranks
 
@@ -439,27 +458,33 @@ class _Case:
 # -- plan -------------------------------------------------------------------------------------------------------
 
 
-def plan_outputs(case: _Case, result: PlanResult) -> dict[str, str]:
-    """File name -> content of everything `plan` writes."""
+def plan_outputs(case: _Case, plan: GradedPlan) -> dict[str, str | Iterable[str]]:
+    """File name -> content of everything `plan` writes; routes.json as pieces, written one by one."""
     placement = case.placement
-    order = tuple(result.order)
+    order = tuple(plan.order)
     table = _guarded("rank table", None, lambda: build_rank_table(placement, order, case.profile.rank_table_version))
-    files = {
+    files: dict[str, str | Iterable[str]] = {
         RANK_TABLE_FILE: render_rank_table(table),
         RANKS_ENV_FILE: render_ranks_env(placement, order),
-        REPORT_FILE: json.dumps(result.to_report(placement), indent=2, sort_keys=False) + "\n",
+        REPORT_FILE: json.dumps(plan.report(placement), indent=2, sort_keys=False) + "\n",
     }
-    if case.routing == "pinned" and result.routes is not None:
+    result = plan.result
+    if result is not None and result.routes is not None:
         pods = [s.pod_name for s in placement.servers]
-        files[ROUTES_FILE] = json.dumps(result.routes.to_json(pods), indent=2) + "\n"
+        files[ROUTES_FILE] = _lines(result.routes.json_chunks(pods))
     return files
+
+
+def _lines(chunks: Iterable[str]) -> Iterator[str]:
+    yield from chunks
+    yield "\n"
 
 
 PLAN_FILES = (RANK_TABLE_FILE, RANKS_ENV_FILE, REPORT_FILE, ROUTES_FILE)
 """Every file `plan` may write: a directory holding only these can be replaced by a new plan."""
 
 
-def write_atomically(out_dir: Path, files: dict[str, str]) -> None:
+def write_atomically(out_dir: Path, files: Mapping[str, str | Iterable[str]]) -> None:
     """Make `out_dir` hold exactly `files`: a new directory beside it renamed into place, replacing an existing
     plan as a whole (a routes.json of an earlier pinned plan goes with it), or nothing on failure."""
     replace_directory(out_dir, files, flag="--out-dir", replaceable=PLAN_FILES)
@@ -473,22 +498,33 @@ def run_plan(args: argparse.Namespace) -> int:
     if args.html is not None:
         check_target(args.html, "--html", "plan.html")
     case = _Case(args)
-    result = case.plan()
-    if not result.success:
+    plan = case.budgeted(args)
+    result = plan.result
+    if result is not None and not result.success:
         log.warning("planner: %s", result.message)
-    files = plan_outputs(case, result)
-    view = _view(case, result, {"pod-index": result.before, "ringroute": result.after}) if args.html else None
+    if plan.fallback is not None:
+        log.warning("plan: %s", plan.fallback.message)
+    files = plan_outputs(case, plan)
+    view = None
+    if args.html and result is not None:
+        view = _view(case, result, {"pod-index": result.before, "ringroute": result.after})
+    elif args.html:
+        log.warning("--html %s: not written: %s has no simulated metrics to show", args.html, plan.level)
     write_atomically(out_dir, files)
     if view is not None:
         write_html(args.html, view)
+    routing = result.routing if result is not None else case.routing
     print(
         f"wrote {', '.join(files)} to {out_dir}"
         + (f" and {args.html}" if view is not None else "")
         + f": {len(case.placement.servers)} servers x {case.placement.devices_per_server} devices, "
-        f"{case.pattern} under {case.routing} routing, pod-index order -> ringroute's order"
+        f"{case.pattern} under {routing} routing, pod-index order -> ringroute's order"
     )
-    for line in summary_lines(result.before, result.after):
-        print(f"  {line}")
+    if result is not None:
+        for line in summary_lines(result.before, result.after):
+            print(f"  {line}")
+    if plan.fallback is not None:
+        print(f"  fallback: {plan.fallback.message}")
     return 0
 
 

@@ -75,10 +75,22 @@ class PlanningProcess:
     """A worker process that runs one function call at a time under a memory limit and a time limit."""
 
     def __init__(
-        self, *, memory_limit_mib: int, timeout_s: float, preload: tuple[str, ...] = (), start_timeout_s: float = 120.0
+        self,
+        *,
+        memory_limit_mib: int,
+        timeout_s: float | None,
+        preload: tuple[str, ...] = (),
+        start_timeout_s: float = 120.0,
+        memory_setting: str = "controller.planningMemoryLimitMib",
+        timeout_setting: str = "controller.planningTimeoutS",
     ) -> None:
         self.memory_limit_mib = memory_limit_mib
+        """0: no memory limit."""
         self.timeout_s = timeout_s
+        """None: no time limit."""
+        self.memory_setting = memory_setting
+        self.timeout_setting = timeout_setting
+        """The setting (or flag) each limit comes from, for the messages."""
         self.preload = preload
         """Modules the worker imports before its first call, so that the time limit counts planning only."""
         self.start_timeout_s = start_timeout_s
@@ -130,8 +142,7 @@ class PlanningProcess:
             if not ready:
                 self._stop()
                 raise PlanningProcessError(
-                    f"planning took longer than {self.timeout_s:g} s (controller.planningTimeoutS); "
-                    "its process was stopped"
+                    f"planning took longer than {self.timeout_s:g} s ({self.timeout_setting}); its process was stopped"
                 )
             try:
                 outcome, value = conn.recv()
@@ -139,8 +150,7 @@ class PlanningProcess:
                 raise self._died(f"{type(exc).__name__}: {exc}") from exc
         if outcome == "memory":
             raise PlanningProcessError(
-                f"planning needed more than the {self.memory_limit_mib} MiB of its process "
-                "(controller.planningMemoryLimitMib)"
+                f"planning needed more than the {self.memory_limit_mib} MiB of its process ({self.memory_setting})"
             )
         if outcome == "error":
             raise value

@@ -216,10 +216,11 @@ class ControllerSettings(msgspec.Struct, frozen=True, forbid_unknown_fields=True
     """Plan in a worker process with its own memory limit, so a runaway plan cannot take admission down (false: in a
     thread of the serving process, which shares its memory limit and interpreter lock with admission)."""
     planning_memory_limit_mib: Annotated[int, msgspec.Meta(ge=192)] = 512
-    """Data-size limit of the planning process (RLIMIT_DATA); a plan that reaches it is written in pod-index order.
-    With the serving process beside it (150-250 MiB measured) it fits the Deployment's 1 GiB."""
+    """Data-size limit of the planning process (RLIMIT_DATA); a plan level that reaches it falls to the next cheaper
+    one (the same plan without pinned routes, the ring order alone, pod-index order; docs/controller.md). With the
+    serving process beside it (150-250 MiB measured) it fits the Deployment's 1 GiB."""
     planning_timeout_s: Positive = 60.0
-    """A plan still running after this long is stopped (its process killed) and the table uses pod-index order."""
+    """A plan level still running after this long is stopped (its process killed) and the next cheaper one runs."""
 
 
 class ExtenderSettings(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
