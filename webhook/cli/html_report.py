@@ -190,7 +190,7 @@ def _server_positions(network: JobNetwork) -> tuple[dict[int, tuple[float, float
         columns.append((leaf, x))
         x += _COLUMN_W
     height = 84.0 + tallest * (_BOX_H + _GAP) + 30.0
-    return positions, columns, max(height, x * 0 + 160.0)
+    return positions, columns, max(height, 160.0)
 
 
 def _order_drawing(view: PlanView, name: str, heading: str) -> str:

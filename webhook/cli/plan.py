@@ -153,7 +153,7 @@ def _add_html(parser: argparse.ArgumentParser) -> None:
         type=Path,
         metavar="FILE.html",
         help="also write one self-contained page picturing the plan: servers by leaf, the ring before and after, "
-        "link loads, bounds",
+        "link loads, bounds (default: no page)",
     )
 
 
