@@ -5,9 +5,11 @@ and placement (fragmented, packed-with-noise on a cluster at ~60 % occupancy) it
 compares the result with every baseline order under the same pattern and routing model (ring with Q = 1, 4, 8
 queue pairs under ecmp, slice and pinned; halving-doubling under ecmp, slice and pinned). Every metric comes
 with its bound. Separate timing cases plan 1,024 and 8,192 servers in fresh processes to report wall time and
-peak RSS. The last line is a summary that checks the required results; the exit code is 1 when one fails.
+peak RSS, and `ringroute plan` runs as a child process at 4,096 servers in every pattern x routing (and once under
+the controller's default budget) for its peak RSS against 1 GiB (`cli-peak-rss` lines, each with target and pass).
+The last line is a summary that checks the required results; the exit code is 1 when one fails.
 
-    python bench/planner.py [--quick] [--seed 7]
+    python bench/planner.py [--quick] [--seed 7] [--cli-memory-only]
 """
 
 from __future__ import annotations
@@ -15,8 +17,10 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -384,6 +388,130 @@ def timing_in_subprocess(servers: int, seed: int) -> dict[str, Any]:
     return record
 
 
+# -- peak RSS of `ringroute plan` (a subprocess, every pattern and routing) ------------------------------------
+
+CLI_SERVERS = 4096
+CLI_RSS_TARGET_MIB = 1024.0
+"""Issue 10: `ringroute plan` at 4,096 servers stays within 1 GiB in every pattern/routing combination."""
+CLI_PATTERNS: tuple[Pattern, ...] = ("ring", "halving-doubling", "mixed")
+CLI_ROUTINGS: tuple[Routing, ...] = ("ecmp", "slice", "pinned")
+DEVICE_ANNOTATION = "cce.kubectl.kubernetes.io/ascend-1980-configuration"
+NPU_RESOURCE = "huawei.com/ascend-1980"
+
+
+def _pod_object(server: Server) -> dict[str, Any]:
+    """The pod of `server` as `kubectl get pods -o json` prints it: bound, running, annotated by the device plugin."""
+    info = {
+        "pod_name": server.pod_name,
+        "server_id": server.server_id,
+        "devices": [{"device_id": str(d.device_id), "device_ip": d.device_ip} for d in server.devices],
+    }
+    npus = {NPU_RESOURCE: str(len(server.devices))}
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": server.pod_name,
+            "namespace": "default",
+            "labels": {
+                "ring-controller.cce": "ascend-1980",
+                "volcano.sh/job-name": "bench",
+                "volcano.sh/task-spec": server.task_name,
+                "volcano.sh/task-index": str(server.task_index),
+            },
+            "annotations": {"volcano.sh/job-version": "0", DEVICE_ANNOTATION: json.dumps(info)},
+            "ownerReferences": [
+                {"apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job", "name": "bench", "uid": "bench-uid"}
+            ],
+        },
+        "spec": {
+            "nodeName": server.node_name,
+            "containers": [{"name": "train", "resources": {"requests": npus, "limits": npus}}],
+        },
+        "status": {"phase": "Running", "hostIP": server.host_ip, "podIP": server.pod_ip},
+    }
+
+
+def cli_inputs(directory: Path, servers: int, seed: int) -> tuple[Path, Path]:
+    """A `servers`-server job on random free nodes of a 3-tier fabric (8 servers a leaf, 8 leaves a pod), as
+    `ringroute plan` reads it: the pods (JSON) and a ringroute topology file."""
+    from planner import dump_topology_file
+
+    family = Family("tor-3tier-1to1", "tor", 8, 1.0, 8)
+    topology = cluster_topology(family, servers)
+    placement = place(topology, servers, "fragmented", np.random.default_rng(seed))
+    pods = directory / "pods.json"
+    pods.write_text(
+        json.dumps({"apiVersion": "v1", "kind": "List", "items": [_pod_object(s) for s in placement.servers]}),
+        encoding="utf-8",
+    )
+    topology_file = directory / "topology.yaml"
+    topology_file.write_text(dump_topology_file(topology), encoding="utf-8")
+    return pods, topology_file
+
+
+def _ringroute() -> list[str]:
+    script = Path(sys.executable).with_name("ringroute")
+    if script.exists():
+        return [str(script)]
+    return [sys.executable, "-c", "import sys; from webhook.cli.main import main; sys.exit(main())"]
+
+
+def cli_peak_rss(
+    pods: Path, topology: Path, out_dir: Path, pattern: Pattern, routing: Routing, *budget: str
+) -> dict[str, Any]:
+    """Run `ringroute plan` in a child process; its peak RSS from the kernel (wait4's ru_maxrss: the largest of
+    the child and the processes it waited for, so a planning worker is included)."""
+    command = [*_ringroute(), "plan", "--pods", str(pods), "--topology", str(topology)]
+    command += ["--pattern", pattern, "--routing", routing, *budget, "--out-dir", str(out_dir)]
+    started = time.perf_counter()
+    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=ROOT)
+    assert process.stderr is not None
+    errors = process.stderr.read().decode(errors="replace")
+    _, status, usage = os.wait4(process.pid, 0)
+    process.returncode = os.waitstatus_to_exitcode(status)
+    wall = time.perf_counter() - started
+    peak_mib = usage.ru_maxrss / 1024.0
+    level, fallback = None, None
+    report = out_dir / "ringroute-plan.json"
+    if process.returncode == 0 and report.exists():
+        written = json.loads(report.read_text(encoding="utf-8"))
+        level, fallback = written.get("plan_level"), (written.get("fallback") or {}).get("message")
+    return {
+        "case": "cli-peak-rss",
+        "command": "ringroute plan",
+        "servers": CLI_SERVERS,
+        "family": "tor-3tier-1to1",
+        "pattern": pattern,
+        "routing": routing,
+        "budget": " ".join(budget) or None,
+        "exit_code": process.returncode,
+        "error": errors.strip().splitlines()[-1] if process.returncode else None,
+        "wall_s": wall,
+        "peak_rss_mib": round(peak_mib, 1),
+        "target_peak_rss_mib": CLI_RSS_TARGET_MIB,
+        "pass": process.returncode == 0 and peak_mib <= CLI_RSS_TARGET_MIB,
+        "plan_level": level,
+        "fallback": fallback,
+        "routes_json_mb": round((out_dir / "routes.json").stat().st_size / 1e6, 1)
+        if (out_dir / "routes.json").exists()
+        else None,
+    }
+
+
+def cli_memory_cases(seed: int) -> Iterator[dict[str, Any]]:
+    """Peak RSS of `ringroute plan` at 4,096 servers, sequentially: every pattern x routing with no budget (all in
+    one process), then mixed/pinned under the controller's default budget (512 MiB, 60 s)."""
+    with tempfile.TemporaryDirectory(prefix="ringroute-bench-") as name:
+        directory = Path(name)
+        pods, topology = cli_inputs(directory, CLI_SERVERS, seed)
+        for pattern in CLI_PATTERNS:
+            for routing in CLI_ROUTINGS:
+                yield cli_peak_rss(pods, topology, directory / f"out-{pattern}-{routing}", pattern, routing)
+        budget = ("--memory-limit", "512", "--planning-timeout", "60")
+        yield cli_peak_rss(pods, topology, directory / "out-budget", "mixed", "pinned", *budget)
+
+
 # -- summary ----------------------------------------------------------------------------------------------------
 
 
@@ -426,7 +554,9 @@ def _anchors(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
     return out
 
 
-def summarise(rows: Sequence[dict[str, Any]], timings: Sequence[dict[str, Any]]) -> dict[str, Any]:
+def summarise(
+    rows: Sequence[dict[str, Any]], timings: Sequence[dict[str, Any]], cli: Sequence[dict[str, Any]] = ()
+) -> dict[str, Any]:
     """The summary line: each required result of issue 2 with its pass share and an explicit pass/fail."""
     cross = Tally()
     pinned = Tally()
@@ -479,6 +609,8 @@ def summarise(rows: Sequence[dict[str, Any]], timings: Sequence[dict[str, Any]])
         and max(plan_1024) <= limits[1024],
         "planning time <= 5 s at 8,192 servers": timing_ok["8192"],
         "peak RSS <= 500 MB": bool(timings) and rss <= 500.0,
+        "ringroute plan peak RSS <= 1 GiB at 4,096 servers, every pattern and routing": bool(cli)
+        and all(c["pass"] for c in cli),
     }
     informational = {
         "ecmp_slice_max_load_at_most_nslb_strict": vs_vendor_strict.summary(),
@@ -498,6 +630,10 @@ def summarise(rows: Sequence[dict[str, Any]], timings: Sequence[dict[str, Any]])
         "max_plan_wall_s_any_variant_1024": max(plan_1024, default=None),
         "peak_rss_mb": rss,
         "peak_rss_limit_mb": 500.0,
+        "cli_peak_rss_mib": {
+            f"{c['pattern']}/{c['routing']}" + (" budget" if c["budget"] else ""): c["peak_rss_mib"] for c in cli
+        },
+        "cli_peak_rss_target_mib": CLI_RSS_TARGET_MIB,
         "ecmp_seeds": {"default": SEEDS, "close_calls": MORE_SEEDS, "comparison": "paired per-seed differences"},
         "rows": len(rows),
     }
@@ -508,10 +644,30 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="a fast subset of families, sizes and variants")
     parser.add_argument("--seed", type=int, default=7, help="seed of placements, baselines and plans")
     parser.add_argument("--timing-case", type=int, default=None, help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--cli-memory-only",
+        action="store_true",
+        help="only the peak RSS of `ringroute plan` at 4,096 servers, every pattern and routing",
+    )
     args = parser.parse_args(argv)
     if args.timing_case is not None:
         emit(timing_case(args.timing_case, args.seed))
         return 0
+    if args.cli_memory_only:
+        cli = []
+        for record in cli_memory_cases(args.seed):
+            emit(record)
+            cli.append(record)
+        passed = all(c["pass"] for c in cli)
+        emit(
+            {
+                "case": "cli-peak-rss-summary",
+                "target_peak_rss_mib": CLI_RSS_TARGET_MIB,
+                "pass": passed,
+                "max_peak_rss_mib": max(c["peak_rss_mib"] for c in cli),
+            }
+        )
+        return 0 if passed else 1
     started = time.perf_counter()
     rows: list[dict[str, Any]] = []
     for case in cases(args.quick):
@@ -521,7 +677,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     timings = [timing_in_subprocess(n, args.seed) for n in (1024, 8192)]
     for record in timings:
         emit(record)
-    summary = summarise(rows, timings)
+    cli = []
+    for record in cli_memory_cases(args.seed):
+        emit(record)
+        cli.append(record)
+    summary = summarise(rows, timings, cli)
     summary["bench_wall_s"] = time.perf_counter() - started
     emit(summary)
     return 0 if summary["ok"] else 1
