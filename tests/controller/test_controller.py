@@ -12,7 +12,7 @@ import pytest
 from emulation.apiserver import Fault
 from emulation.cluster import NS, add_job, cluster_nodes, make_job, make_pod
 from planner import parse_rank_table
-from tests.support.controller import Harness, running_controller
+from tests.support.controller import Harness, running_controller, wait_for
 
 Obj = dict[str, Any]
 
@@ -77,9 +77,9 @@ async def test_late_device_annotations_keep_the_table_initializing_with_a_pendin
             await h.server.apply("pods", make_pod(job, i, node, annotated=i != 2))
         await h.settle()
         assert h.status("late") == "initializing"
-        pending = h.events("RankTablePending")
-        assert pending, "a RankTablePending event names what is missing"
-        assert "missing-annotation" in pending[-1]["message"]
+        # The Event follows the ConfigMap write it reports: wait for it, never read it right after the status.
+        await wait_for(lambda: any("missing-annotation" in e["message"] for e in h.events("RankTablePending")))
+        pending = [e for e in h.events("RankTablePending") if "missing-annotation" in e["message"]]
         assert "late-worker-2" in pending[-1]["message"]
         await h.server.apply("pods", make_pod(job, 2, nodes[2]))
         await h.wait_status("late", "completed")
@@ -96,7 +96,7 @@ async def test_minus_one_device_ips_are_never_written() -> None:
         await h.settle()
         assert h.status("bad-ip") == "initializing"
         assert "-1" not in h.data("bad-ip")["jobstart_hccl.json"]
-        assert any("bad-ip-worker-1" in e["message"] for e in h.events("RankTablePending"))
+        await wait_for(lambda: any("bad-ip-worker-1" in e["message"] for e in h.events("RankTablePending")))
         await h.server.apply("pods", make_pod(job, 1, "npu-8"))
         await h.wait_status("bad-ip", "completed")
         await assert_complete_table(h, "bad-ip", 3)
@@ -282,12 +282,11 @@ async def test_a_table_too_large_for_a_configmap_is_a_failed_event_not_a_truncat
         try:
             for i, node in enumerate(["npu-0", "npu-8", "npu-16"]):
                 await h.server.apply("pods", make_pod(job, i, node, devices=16))
+            failed = await h.wait_events("RankTableFailed")  # posted after the reset it reports: wait for it
             await h.settle(0.5)
         finally:
             defaults["limit"] = original
         assert h.status("huge") == "initializing"
-        failed = h.events("RankTableFailed")
-        assert failed
         assert "limit 2000" in failed[-1]["message"]
         assert "gzipRankTable" in failed[-1]["message"]
         assert failed[-1]["type"] == "Warning"

@@ -129,3 +129,98 @@ async def test_a_planning_failure_keeps_a_table_completed_for_the_same_pods(monk
         await h.settle()
         assert h.status("keep") == "completed"
         assert h.data("keep")["jobstart_hccl.json"] == table
+
+
+def with_device_ip(pod: Obj, position: int, value: str) -> Obj:
+    info = json.loads(pod["metadata"]["annotations"][DEVICE_KEY])
+    info["devices"][position]["device_ip"] = value
+    pod["metadata"]["annotations"][DEVICE_KEY] = json.dumps(info)
+    return pod
+
+
+def with_server_id(pod: Obj, value: str) -> Obj:
+    info = json.loads(pod["metadata"]["annotations"][DEVICE_KEY])
+    info["server_id"] = value
+    pod["metadata"]["annotations"][DEVICE_KEY] = json.dumps(info)
+    return pod
+
+
+def device_ip(pod: Obj, position: int) -> str:
+    return str(json.loads(pod["metadata"]["annotations"][DEVICE_KEY])["devices"][position]["device_ip"])
+
+
+def server_id(pod: Obj) -> str:
+    return str(json.loads(pod["metadata"]["annotations"][DEVICE_KEY])["server_id"])
+
+
+@pytest.mark.parametrize(
+    ("spoil", "kind", "names"),
+    [
+        # pod 1's device 1 takes the IP of its own device 0
+        (lambda pods: with_device_ip(pods[1], 1, device_ip(pods[1], 0)), "duplicate-device-ip", ["/etc/hccn.conf"]),
+        # pod 2's device 0 takes the IP of pod 0's device 0: both pods are named
+        (
+            lambda pods: with_device_ip(pods[2], 0, device_ip(pods[0], 0)),
+            "duplicate-device-ip",
+            [f"{NS}/twice-worker-0", f"{NS}/twice-worker-2", "/etc/hccn.conf"],
+        ),
+        # pod 2 reports pod 1's server_id
+        (
+            lambda pods: with_server_id(pods[2], server_id(pods[1])),
+            "duplicate-server-id",
+            [f"{NS}/twice-worker-1", f"{NS}/twice-worker-2", "check the device plugin"],
+        ),
+    ],
+    ids=["device-ip-within-a-pod", "device-ip-across-pods", "server-id"],
+)
+async def test_addresses_hccl_would_refuse_are_a_pending_warning_and_the_table_stays_initializing(
+    caplog: pytest.LogCaptureFixture, spoil: Any, kind: str, names: list[str]
+) -> None:
+    caplog.set_level(logging.INFO, logger="ringroute.controller")
+    async with running_controller() as h:
+        job = make_job("twice", 3)
+        await add_job(h.server, job)
+        pods = [make_pod(job, i, node) for i, node in enumerate(NODES)]
+        spoilt = spoil(pods)
+        for pod in pods:
+            await h.server.apply("pods", pod)
+        [pending, *_] = await warnings_naming(h, "RankTablePending", f"{kind} x1")
+        assert pending["type"] == "Warning", "a duplicate address needs a fix: waiting will not help"
+        for name in names:
+            assert name in pending["message"]
+        await h.settle()
+        assert h.status("twice") == "initializing"
+        assert not h.events("RankTableCompleted")
+        assert crashes(caplog) == 0
+
+        index = int(spoilt["metadata"]["name"].rsplit("-", 1)[1])
+        await h.server.apply("pods", make_pod(job, index, NODES[index]))  # the device plugin reports it right
+        await h.wait_status("twice", "completed")
+
+
+async def test_a_pod_of_another_job_carrying_this_jobs_name_is_never_in_its_table() -> None:
+    async with running_controller() as h:
+        job = make_job("shared", 3)
+        await add_job(h.server, job)
+        other = make_job("shared-copy", 1, route_plan=False)
+        await add_job(h.server, other)
+        stray = make_pod(other, 0, "npu-25")
+        stray["metadata"]["name"] = "shared-worker-9"
+        stray["metadata"]["labels"]["volcano.sh/job-name"] = "shared"  # the other job's pod, labelled as this job's
+        await h.server.apply("pods", stray)
+        for i, node in enumerate(NODES[:2]):
+            await h.server.apply("pods", make_pod(job, i, node))
+        await wait_for(lambda: any("found 2 of 3 NPU pods" in e["message"] for e in h.events("RankTablePending")))
+        pending = [e for e in h.events("RankTablePending") if "found 2 of 3 NPU pods" in e["message"]][-1]
+        assert (
+            f"; left out as pods of another job: pod {NS}/shared-worker-9: other-job-uid: owned by job UID "
+            f"{other['metadata']['uid']}, not {job['metadata']['uid']} (an earlier Job)"
+        ) in pending["message"]
+        await h.settle()
+        assert h.status("shared") == "initializing", "the other job's pod does not make the count"
+
+        await h.server.apply("pods", make_pod(job, 2, NODES[2]))
+        await h.wait_status("shared", "completed")
+        table = json.loads(h.data("shared")["jobstart_hccl.json"])
+        assert table["server_count"] == "3"
+        assert "shared-worker-9" not in h.data("shared")["ranks.env"]

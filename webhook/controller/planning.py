@@ -200,8 +200,8 @@ def read_job_placement(
         return readout
     placement, waiting = with_pod_addresses(readout.placement, pods)
     if waiting:
-        return PlacementReadout(None, waiting, readout.ignored_pods)
-    return PlacementReadout(placement, (), readout.ignored_pods)
+        return PlacementReadout(None, waiting, readout.ignored_pods, readout.ignored)
+    return PlacementReadout(placement, (), readout.ignored_pods, readout.ignored)
 
 
 def needs_a_fix(readout: PlacementReadout) -> bool:
@@ -220,7 +220,17 @@ def pending_summary(readout: PlacementReadout, expected: int, limit: int = 6) ->
     counts = ", ".join(f"{kind} x{n}" for kind, n in sorted(kinds.items()))
     shown = "; ".join(p.render() for p in problems[:limit])
     more = f"; and {len(problems) - limit} more" if len(problems) > limit else ""
-    return f"{expected} NPU pods expected; not ready ({counts}): {shown}{more}"
+    return f"{expected} NPU pods expected; not ready ({counts}): {shown}{more}{_other_jobs(readout)}"
+
+
+def _other_jobs(readout: PlacementReadout, limit: int = 3) -> str:
+    """Pods carrying the job's name that belong to another Job (left out, never in its table), for the Event."""
+    strays = [pod for pod in readout.ignored if pod.reason in ("other-job", "other-job-uid")]
+    if not strays:
+        return ""
+    shown = "; ".join(pod.render() for pod in strays[:limit])
+    more = f"; and {len(strays) - limit} more" if len(strays) > limit else ""
+    return f"; left out as pods of another job: {shown}{more}"
 
 
 def fixed_ranks_from_record(placement: Placement, record_servers: Sequence[Sequence[str]]) -> dict[int, int]:
