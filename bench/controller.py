@@ -304,6 +304,8 @@ async def measure_isolation(mode: str, servers: int, pattern: Pattern, routing: 
         planning_ms=round(planned.planning_ms),
         routed=planned.routed,
         route_problem=planned.route_problem,
+        plan_level=planned.plan_level,
+        fallback=planned.fallback,
         serving_process_peak_mib=peak_rss_mb(),
         serving_process_before_mib=baseline_mib,
         planning_process_peak_mib=None if worker_peak_mib is None else round(worker_peak_mib, 1),

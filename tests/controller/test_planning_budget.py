@@ -209,6 +209,7 @@ async def test_the_controller_writes_the_ring_order_alone_and_says_why(monkeypat
             "ranks in the ring order alone (cross-leaf ring edges 4, bound 4), over the planning budget"
             in (completed["message"])
         )
+        assert h.metrics.registry.get_sample_value("ringroute_plans_total", {"outcome": "ring-order"}) == 1
 
 
 class _StoppedAtTheTimeLimit:

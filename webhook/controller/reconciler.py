@@ -465,7 +465,9 @@ class Controller:
         memory.record_servers = json.loads(planned.payload_data[STATE_KEY])["servers"]
         memory.record_identity = (uid, version_text)
         memory.pending_message = ""
-        self.metrics.plans.labels("routed" if planned.routed else "pod-index").inc()
+        # routed, or the level a budget fallback took (unpinned, ring-order), else pod-index
+        outcome = planned.plan_level if planned.plan_level in ("unpinned", "ring-order") else None
+        self.metrics.plans.labels(outcome or ("routed" if planned.routed else "pod-index")).inc()
         log.info(
             "event=rank_table_completed job=%s servers=%d routed=%s planning_ms=%.1f",
             key,
