@@ -3,8 +3,8 @@
 The controller runs in the pod that serves admission with `failurePolicy: Fail`. In a thread of that process, a
 plan that grows past the pod's memory limit gets the whole process OOM-killed (every labelled Job in the cluster is
 refused until it is back), and a long plan holds the interpreter lock that admission needs. In a worker process
-with a data-size limit (`RLIMIT_DATA`), the plan gets a MemoryError instead (the planner then falls back to the ring
-order alone), a plan past the time limit is killed, and admission keeps its interpreter.
+with a data-size limit (`RLIMIT_DATA`), the plan gets a MemoryError instead (and falls back to the next cheaper plan,
+`webhook.controller.budget`), a plan past the time limit is killed, and admission keeps its interpreter.
 
 One worker, one plan at a time, started ahead of the first plan (a fresh interpreter: about 2 s to import numpy and
 scipy, outside the time limit) and restarted after it was killed or died. Only the standard library is imported
