@@ -26,14 +26,9 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
         "Topology",
     ),
     "planner.io._device_annotations": ("DEFAULT_ANNOTATION_KEYS",),
-    "planner.io._placement": (
-        "PlacementProblem",
-        "PlacementReadout",
-        "load_kube_objects",
-        "placement_from_pods",
-        "read_placement",
-        "render_placement_problems",
-    ),
+    "planner.io._kube_objects": ("load_kube_objects",),
+    "planner.io._placement": ("placement_from_pods", "read_placement"),
+    "planner.io._placement_types": ("PlacementProblem", "PlacementReadout", "render_placement_problems"),
     "planner.io._ranktable": (
         "INITIALIZING_RANK_TABLE",
         "RankTable",
@@ -103,14 +98,9 @@ if TYPE_CHECKING:
     from planner.core._result import STATUS_MESSAGES, PlanResult
     from planner.core._ring_order import RingOrder, ring_order
     from planner.io._device_annotations import DEFAULT_ANNOTATION_KEYS
-    from planner.io._placement import (
-        PlacementProblem,
-        PlacementReadout,
-        load_kube_objects,
-        placement_from_pods,
-        read_placement,
-        render_placement_problems,
-    )
+    from planner.io._kube_objects import load_kube_objects
+    from planner.io._placement import placement_from_pods, read_placement
+    from planner.io._placement_types import PlacementProblem, PlacementReadout, render_placement_problems
     from planner.io._ranktable import (
         INITIALIZING_RANK_TABLE,
         RankTable,
