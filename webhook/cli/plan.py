@@ -10,45 +10,31 @@ import argparse
 import importlib.util
 import json
 import logging
-import math
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import replace
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any
 
 from planner import (
     DEFAULT_LABEL_KEYS,
     Fabric,
-    InputError,
-    Placement,
-    Topology,
     build_rank_table,
     dump_topology_file,
     generate_topology,
-    load_kube_objects,
-    load_topology_file,
     nodes_for_topology,
-    read_placement,
-    render_placement_problems,
     render_rank_table,
     render_ranks_env,
-    topology_for_placement,
-    topology_from_hypernodes,
-    topology_from_nodes,
-    topology_from_tor_configmap,
 )
 from webhook.cli import live, plan_budget
 from webhook.cli.errors import CommandError
-from webhook.cli.inputs import read_from, read_settings, read_text
 from webhook.cli.outputs import replace_directory, replace_file
+from webhook.cli.plan_case import PlanCase, guarded
 from webhook.cli.plan_view import PlanView, check_target, plan_view, summary_lines, write_html, write_plot
 from webhook.common.names import HYPERCLUSTER_LABEL, HYPERNODE_LABEL, RING_LABEL, TOR_LABEL
-from webhook.common.settings import AcceleratorProfile, PlanningSettings, Settings
+from webhook.common.settings import PlanningSettings
 
 if TYPE_CHECKING:  # the planner's numeric half loads only when a command plans
-    from planner import JobNetwork, OrderEvaluation, Pattern, PlanResult, Routing
+    from planner import JobNetwork, OrderEvaluation, PlanResult
     from webhook.controller.budget import GradedPlan
-    from webhook.kube.whatif import ClusterObjects
 
 log = logging.getLogger("ringroute.plan")
 
@@ -57,10 +43,6 @@ RANKS_ENV_FILE = "ranks.env"
 REPORT_FILE = "ringroute-plan.json"
 ROUTES_FILE = "routes.json"
 SIMULATED_ORDERS = ("pod-index", "hostname", "nslb", "leaf-grouped")
-MAX_QPS = 32
-"""HCCL_RDMA_QPS_PER_CONNECTION's upper limit (CANN environment variable reference)."""
-
-T = TypeVar("T")
 
 
 def register(subparsers: Any) -> None:
@@ -263,206 +245,14 @@ def _label_family(keys: Sequence[str]) -> str:
     return f"{prefixes.pop()}/{{{','.join(key.rpartition('/')[2] for key in keys)}}}"
 
 
-# -- reading inputs ---------------------------------------------------------------------------------------------
-
-
-def _objects(path: Path, flag: str) -> list[dict[str, Any]]:
-    text = read_text(path, flag)
-    return read_from(f"{flag} {path}", lambda: load_kube_objects(text))
-
-
-def _guarded(flag: str, path: Path | None, build: Callable[[], T]) -> T:
-    """`build()`; an InputError becomes a CommandError naming `flag` (and `path`: then any failure does, since
-    `build` reads that file's objects)."""
-    if path is not None:
-        return read_from(f"{flag} {path}", build)
-    try:
-        return build()
-    except InputError as exc:
-        raise CommandError(f"{flag}: {exc}") from None
-
-
-def _settings(args: argparse.Namespace) -> Settings:
-    return read_settings(args.settings, "--settings")
-
-
-def _ring_label(pod: Mapping[str, Any]) -> str | None:
-    """The pod's accelerator label value; None when absent, or when the pod is too malformed to carry one."""
-    metadata = pod.get("metadata")
-    labels = metadata.get("labels") if isinstance(metadata, Mapping) else None
-    value = labels.get(RING_LABEL) if isinstance(labels, Mapping) else None
-    return str(value) if value else None
-
-
-def _profile(settings: Settings, pods: Sequence[dict[str, Any]], requested: str | None) -> AcceleratorProfile:
-    wanted = requested
-    if wanted is None:
-        wanted = next((label for label in map(_ring_label, pods) if label is not None), None)
-    if wanted is None:
-        return settings.profiles[0]
-    profile = settings.profile(wanted)
-    if profile is None:
-        known = ", ".join(p.label_value for p in settings.profiles)
-        raise CommandError(f"--profile {wanted}: unknown accelerator profile (known: {known}); pass --profile")
-    return profile
-
-
-def _fabric(base: Fabric, args: argparse.Namespace) -> Fabric:
-    changes: dict[str, Any] = {}
-    for flag, field in (
-        ("layout", "layout"),
-        ("nics", "nics_per_server"),
-        ("link_gbps", "link_gbps"),
-        ("leaf_uplinks", "leaf_uplinks"),
-        ("oversubscription", "leaf_oversubscription"),
-    ):
-        value = getattr(args, flag, None)
-        if value is not None:
-            changes[field] = value
-    fabric = replace(base, **changes)
-    from planner import check_fabric
-
-    _guarded("fabric", None, lambda: check_fabric(fabric, "fabric"))
-    return fabric
-
-
-def _topology(args: argparse.Namespace, settings: Settings, cluster: ClusterObjects | None = None) -> Topology:
-    """The topology from the flags' files; with `cluster` (--job), what they leave out comes from the cluster."""
-    sources = [flag for flag in ("hypernodes", "tor_configmap", "topology") if getattr(args, flag) is not None]
-    if len(sources) > 1:
-        flags = " and ".join("--" + s.replace("_", "-") for s in sources)
-        raise CommandError(f"{flags}: give one topology source")
-    live_nodes = cluster is not None and args.nodes is None
-    if not sources and args.nodes is None and not live_nodes:
-        raise CommandError(
-            "topology: missing; pass --nodes FILE (node labels), --hypernodes FILE --nodes FILE, "
-            "--tor-configmap FILE or --topology FILE"
-        )
-    if args.topology_labels is not None and (sources or (args.nodes is None and not live_nodes)):
-        raise CommandError("--topology-labels: only applies to --nodes without another topology source")
-    nodes = _objects(args.nodes, "--nodes") if args.nodes is not None else cluster.nodes if cluster else []
-    if "topology" in sources:
-        text = read_text(args.topology, "--topology")
-        topology = read_from(
-            f"--topology {args.topology}", lambda: load_topology_file(text), "pass a ringroute topology file"
-        )
-        return replace(topology, fabric=_fabric(topology.fabric, args))
-    fabric = _fabric(settings.topology.fabric, args)
-    if "hypernodes" in sources:
-        if args.nodes is None and not live_nodes:
-            raise CommandError("--hypernodes: also pass --nodes FILE (regexMatch and labelMatch select Node objects)")
-        hypernodes = _objects(args.hypernodes, "--hypernodes")
-        return _guarded("--hypernodes", args.hypernodes, lambda: topology_from_hypernodes(hypernodes, nodes, fabric))
-    if "tor_configmap" in sources:
-        objects = _objects(args.tor_configmap, "--tor-configmap")
-        if len(objects) != 1:
-            raise CommandError(f"--tor-configmap {args.tor_configmap}: expected one ConfigMap, found {len(objects)}")
-        return _guarded(
-            "--tor-configmap",
-            args.tor_configmap,
-            lambda: topology_from_tor_configmap(objects[0], fabric, nodes=nodes),
-        )
-    if cluster is not None and live_nodes and args.topology_labels is None:
-        found = live.cluster_topology(cluster, nodes, fabric)  # HyperNodes, else the tor ConfigMap
-        if found is not None:
-            return found
-    keys: Sequence[str] = settings.topology.label_keys
-    if args.topology_labels is not None:
-        keys = [k.strip() for k in args.topology_labels.split(",") if k.strip()]
-        if not keys:
-            raise CommandError("--topology-labels: give label keys, top-most first (e.g. volcano.sh/tor)")
-    if cluster is not None and live_nodes:
-        labelled = live.labelled_nodes(cluster, keys)
-        return read_from("nodes in the cluster", lambda: topology_from_nodes(labelled, keys, fabric))
-    return _guarded("--nodes", args.nodes, lambda: topology_from_nodes(nodes, keys, fabric))
-
-
-class _Case:
-    """Everything `plan` and `simulate` read: the placement, its topology, the profile and planning choices."""
-
-    def __init__(self, args: argparse.Namespace) -> None:
-        if args.expected_pods is not None and args.expected_pods < 1:
-            raise CommandError(f"--expected-pods {args.expected_pods}: must be at least 1")
-        self.settings = _settings(args)
-        cluster = live.read_cluster(args, self.settings)  # --job: the pods and topology from the cluster
-        pods = cluster.pods if cluster is not None else _objects(args.pods, "--pods")
-        self.profile = _profile(self.settings, pods, args.profile)
-        job: dict[str, Any] = {"expected_pods": args.expected_pods, "job_name": args.job_name}
-        if cluster is not None:
-            job = live.placement_options(args, cluster, self.profile.resource_name)
-        where = live.job_where(cluster) if cluster is not None else f"--pods {args.pods}"
-        readout = read_from(
-            where,
-            lambda: read_placement(
-                pods,
-                annotation_keys=self.profile.device_annotation_keys,
-                resource_name=self.profile.resource_name,
-                **job,
-            ),
-        )
-        for problem in readout.problems[1:]:
-            log.debug("placement problem: %s", problem.render())
-        if readout.placement is None or readout.problems:
-            raise CommandError(f"{where}: {render_placement_problems(readout.problems)}")
-        self.placement: Placement = readout.placement
-        topology = _topology(args, self.settings, cluster)
-        self.topology = _guarded("topology", None, lambda: topology_for_placement(topology, self.placement))
-        planning = self.settings.planning
-        self.pattern: Pattern = args.pattern or planning.pattern
-        self.routing: Routing = args.routing or planning.routing
-        self.qps = args.qps if args.qps is not None else planning.qps_per_connection
-        self.seed = args.seed if args.seed is not None else planning.seed
-        self.time_limit = args.time_limit if args.time_limit is not None else planning.time_limit_s
-        if not 1 <= self.qps <= MAX_QPS:
-            raise CommandError(f"--qps {self.qps}: HCCL takes 1 to {MAX_QPS} queue pairs per connection")
-        if self.seed < 0:
-            raise CommandError(f"--seed {self.seed}: must be 0 or more")
-        if not 0 < self.time_limit < math.inf:  # also refuses nan
-            raise CommandError(f"--time-limit {self.time_limit}: must be a positive number of seconds")
-
-    def budgeted(self, args: argparse.Namespace) -> GradedPlan:
-        """The plan within the budget of --memory-limit and --planning-timeout (`webhook.cli.plan_budget`)."""
-        return _guarded(
-            "plan",
-            None,
-            lambda: plan_budget.budgeted_plan(
-                args,
-                self.placement,
-                self.topology,
-                pattern=self.pattern,
-                routing=self.routing,
-                qps=self.qps,
-                seed=self.seed,
-                time_limit=self.time_limit,
-            ),
-        )
-
-    def plan(self) -> PlanResult:
-        from planner import plan_ranks
-
-        return _guarded(
-            "plan",
-            None,
-            lambda: plan_ranks(
-                self.placement,
-                self.topology,
-                self.pattern,
-                self.routing,
-                qps=self.qps,
-                rng=self.seed,
-                time_limit=self.time_limit,
-            ),
-        )
-
-
 # -- plan -------------------------------------------------------------------------------------------------------
 
 
-def plan_outputs(case: _Case, plan: GradedPlan) -> dict[str, str | Iterable[str]]:
+def plan_outputs(case: PlanCase, plan: GradedPlan) -> dict[str, str | Iterable[str]]:
     """File name -> content of everything `plan` writes; routes.json as pieces, written one by one."""
     placement = case.placement
     order = tuple(plan.order)
-    table = _guarded("rank table", None, lambda: build_rank_table(placement, order, case.profile.rank_table_version))
+    table = guarded("rank table", None, lambda: build_rank_table(placement, order, case.profile.rank_table_version))
     files: dict[str, str | Iterable[str]] = {
         RANK_TABLE_FILE: render_rank_table(table),
         RANKS_ENV_FILE: render_ranks_env(placement, order),
@@ -497,7 +287,7 @@ def run_plan(args: argparse.Namespace) -> int:
         raise CommandError(f"--out-dir {out_dir}: is a file; give a directory")
     if args.html is not None:
         check_target(args.html, "--html", "plan.html")
-    case = _Case(args)
+    case = PlanCase(args)
     plan = case.budgeted(args)
     result = plan.result
     if result is not None and not result.success:
@@ -529,7 +319,7 @@ def run_plan(args: argparse.Namespace) -> int:
 
 
 def _view(
-    case: _Case,
+    case: PlanCase,
     result: PlanResult,
     evaluations: Mapping[str, OrderEvaluation],
     orders: Mapping[str, tuple[int, ...]] | None = None,
@@ -539,7 +329,7 @@ def _view(
 
     if orders is None:
         orders = {"pod-index": baseline_order("pod-index", case.placement, case.topology), "ringroute": result.order}
-    return _guarded(
+    return guarded(
         "plan",
         None,
         lambda: plan_view(
@@ -557,7 +347,7 @@ def _view(
 
 
 def _evaluations(
-    case: _Case, seeds: int | None
+    case: PlanCase, seeds: int | None
 ) -> tuple[dict[str, tuple[int, ...]], dict[str, OrderEvaluation], JobNetwork, PlanResult]:
     """Every order's evaluation on `seeds` (default: the plan report's seeds, so its numbers are the plan's)."""
     from planner import baseline_order, evaluate_order, job_network
@@ -565,7 +355,7 @@ def _evaluations(
     result = case.plan()
     if seeds is None:
         seeds = result.after.seeds
-    network = _guarded(
+    network = guarded(
         "topology", None, lambda: job_network(case.topology, [s.node_name for s in case.placement.servers])
     )
     orders: dict[str, tuple[int, ...]] = {
@@ -619,7 +409,7 @@ def run_simulate(args: argparse.Namespace) -> int:
         check_target(args.plot, "--plot", "loads.png")
     if args.html is not None:
         check_target(args.html, "--html", "plan.html")
-    case = _Case(args)
+    case = PlanCase(args)
     orders, evaluations, _network, result = _evaluations(case, args.seeds)
     if args.plot is not None or args.html is not None:
         view = _view(case, result, {name: evaluations[name] for name in ("pod-index", "ringroute")}, orders)
@@ -657,7 +447,7 @@ def run_simulate(args: argparse.Namespace) -> int:
 
 def run_topology_generate(args: argparse.Namespace) -> int:
     """`ringroute topology generate`: write a regular Clos as a topology file (and Node objects)."""
-    topology = _guarded(
+    topology = guarded(
         "topology generate",
         None,
         lambda: generate_topology(
@@ -678,7 +468,7 @@ def run_topology_generate(args: argparse.Namespace) -> int:
             keys = [k.strip() for k in args.topology_labels.split(",") if k.strip()]
         else:
             keys = [TOR_LABEL] if topology.tiers == 1 else [HYPERCLUSTER_LABEL, HYPERNODE_LABEL]
-        nodes = _guarded("--topology-labels", None, lambda: nodes_for_topology(topology, keys))
+        nodes = guarded("--topology-labels", None, lambda: nodes_for_topology(topology, keys))
         import yaml
 
         body = {"apiVersion": "v1", "kind": "List", "items": nodes, "metadata": {"resourceVersion": ""}}
