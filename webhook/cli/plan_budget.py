@@ -92,8 +92,9 @@ def budgeted_plan(
 async def _in_worker(
     placement: Placement, topology: Topology, memory: int | None, limit_s: float | None, options: dict[str, Any]
 ) -> GradedPlan:
-    from webhook.controller.budget import graded_plan, level_title, next_level
+    from webhook.controller.budget import graded_plan
     from webhook.controller.isolation import PlanningProcess, PlanningProcessError
+    from webhook.controller.levels import plan_by_level
     from webhook.controller.planning import portable_topology
 
     worker = PlanningProcess(
@@ -105,32 +106,34 @@ async def _in_worker(
     )
     portable = portable_topology(lambda: topology)
     memory_limit = f"the {memory} MiB of {MEMORY_FLAG}" if memory is not None else "the memory available"
-    level: PlanLevel = "as-requested"
-    reasons: list[str] = []
+
+    async def from_level(level: PlanLevel, reasons: tuple[str, ...]) -> GradedPlan:
+        return await worker.call(
+            plan_in_worker, placement, portable, start=level, reasons=reasons, memory_limit=memory_limit, **options
+        )
+
+    def given_up(level: PlanLevel, exc: PlanningProcessError, _following: PlanLevel, _so_far: tuple[str, ...]) -> None:
+        log.debug("planning stopped at level %s: %s", level, exc)
+
     try:
         try:
             await asyncio.to_thread(worker.start)  # outside the time limit, as in the controller
         except PlanningProcessError as exc:  # a limit too small for the planner's libraries
-            reasons.append(f"the planning process: {exc}")
-            level = "pod-index"
-        while level != "pod-index":
-            try:
-                return await worker.call(
-                    plan_in_worker,
-                    placement,
-                    portable,
-                    start=level,
-                    reasons=tuple(reasons),
-                    memory_limit=memory_limit,
-                    **options,
-                )
-            except PlanningProcessError as exc:
-                log.debug("planning stopped at level %s: %s", level, exc)
-                reasons.append(f"{level_title(level, options['pattern'], options['routing'])}: {exc}")
-                level = next_level(level, options["routing"])
+            reasons: tuple[str, ...] = (f"the planning process: {exc}",)
+        else:
+            planned, reasons = await plan_by_level(
+                from_level,
+                start="as-requested",
+                reasons=(),
+                pattern=options["pattern"],
+                routing=options["routing"],
+                on_given_up=given_up,
+            )
+            if planned is not None:
+                return planned
     finally:
         worker.close()
-    return graded_plan(placement, topology, start="pod-index", reasons=tuple(reasons), **options)
+    return graded_plan(placement, topology, start="pod-index", reasons=reasons, **options)
 
 
 def plan_in_worker(placement: Placement, topology: PortableTopology, **options: Any) -> GradedPlan:

@@ -30,7 +30,6 @@ from webhook.common.rank_configmap import (
     STATE_KEY,
     ConfigMapTooLargeError,
     configmap_update,
-    initial_configmap,
     initializing_data,
     job_owner_reference,
     owned_by,
@@ -39,19 +38,19 @@ from webhook.common.rank_configmap import (
     rank_table_status,
 )
 from webhook.common.settings import AcceleratorProfile, Settings
-from webhook.controller.budget import PlanLevel, level_title, next_level
-from webhook.controller.isolation import PlanningProcess, PlanningProcessError
+from webhook.controller.budget import PlanLevel
+from webhook.controller.configmaps import ConfigMapKeeper
+from webhook.controller.isolation import PlanningProcess
+from webhook.controller.levels import budgeted_table
 from webhook.controller.planning import (
     Planned,
     build_topology,
     configmap_job_key,
-    is_orphan,
     needs_a_fix,
     npu_task_replicas,
     pending_summary,
     placement_fingerprint,
     plan_table,
-    portable_topology,
     rank_table_profile,
     read_job_placement,
     wants_route_plan,
@@ -130,14 +129,21 @@ class Controller:
         self.queue = DebouncedQueue(
             settings.controller.debounce_s, settings.controller.debounce_s * MAX_DEBOUNCE_FACTOR
         )
-        # ConfigMap creation has its own queue, without debounce, so that it never waits behind planning.
-        self.creations = DebouncedQueue(0.0, 0.0)
-        self._create_failures: dict[str, int] = {}
         self.jobs = namespaced_informer(repo, JOBS, self._on_job, namespaces, RING_LABEL)
         self.pods = namespaced_informer(repo, PODS, self._on_pod, namespaces, POD_SELECTOR)
         self.configmaps = namespaced_informer(repo, CONFIGMAPS, self._on_configmap, namespaces, RING_LABEL)
         self.nodes = Informer(repo, NODES, self._on_topology)
         self.hypernodes: Informer | None = None
+        self.keeper = ConfigMapKeeper(
+            settings,
+            repo,
+            metrics,
+            jobs=self.jobs,
+            configmaps=self.configmaps,
+            reconciles=self.queue,
+            is_leader=is_leader,
+            orphan_grace_s=self.orphan_grace_s,
+        )
         self._pods_by_job: dict[str, set[str]] = {}
         self._memory: dict[str, _JobMemory] = {}
         self._topology_cache: tuple[tuple[int, int, str], Topology] | None = None
@@ -159,12 +165,10 @@ class Controller:
         key = object_key(job)
         if event_type == "DELETED":
             self._memory.pop(key, None)
-            self._create_failures.pop(key, None)
+            self.keeper.job_deleted(key)
             return
         self.queue.add(key)
-        configmap_key = self._configmap_key(job)
-        if configmap_key is not None and configmap_key not in self.configmaps.store:
-            self.creations.add(key, 0.0)
+        self.keeper.job_seen(key, job)
 
     def _on_pod(self, event_type: str, pod: Obj, old: Obj | None) -> None:
         meta = pod.get("metadata") or {}
@@ -226,10 +230,10 @@ class Controller:
             for job_key in self.jobs.store:
                 self.queue.add(job_key, 0.0)
             for n in range(self.settings.controller.configmap_create_workers):
-                tasks.append(asyncio.create_task(self._create_worker(), name=f"create-{n}"))
+                tasks.append(asyncio.create_task(self.keeper.run_creations(), name=f"create-{n}"))
             for n in range(self.workers):
                 tasks.append(asyncio.create_task(self._worker(), name=f"reconcile-{n}"))
-            tasks.append(asyncio.create_task(self._sweep_orphans_forever(), name="orphans"))
+            tasks.append(asyncio.create_task(self.keeper.sweep_forever(), name="orphans"))
             if stop is None:
                 await asyncio.Event().wait()
             else:
@@ -281,7 +285,7 @@ class Controller:
         )
         if job is not None and message != memory.failed_message:
             memory.failed_message = message
-            configmap_key = self._configmap_key(job)
+            configmap_key = self.keeper.configmap_key(job)
             configmap = self.configmaps.store.get(configmap_key) if configmap_key else None
             await self._event(job, configmap, "RankTableFailed", message, "Warning")
         return retry
@@ -291,67 +295,13 @@ class Controller:
         memory.failures += 1
         return float(min(BACKOFF_S[0] * 2.0 ** (memory.failures - 1), BACKOFF_S[1]))
 
-    # -- ConfigMap creation ----------------------------------------------------------------------------------
-
-    def _configmap_key(self, job: Mapping[str, Any]) -> str | None:
-        """Cache key of the job's rank-table ConfigMap (None when ringroute writes none for this job)."""
-        profile = rank_table_profile(job, self.settings)
-        if profile is None:
-            return None
-        meta = job.get("metadata") or {}
-        return f"{meta.get('namespace')}/{profile.configmap_name(str(meta.get('name')))}"
-
-    async def _create_worker(self) -> None:
-        while True:
-            key = await self.creations.get()
-            retry: float | None = None
-            try:
-                retry = await self.create_configmap(key)
-            except asyncio.CancelledError:
-                raise
-            except Exception:
-                retry = self._create_backoff(key)
-                log.exception("event=configmap_create_crashed job=%s retry_s=%.2f", key, retry)
-            finally:
-                self.creations.done(key)
-            if retry is not None:
-                self.creations.add(key, retry)
-
-    def _create_backoff(self, key: str) -> float:
-        failures = self._create_failures[key] = self._create_failures.get(key, 0) + 1
-        return float(min(BACKOFF_S[0] * 2.0 ** (failures - 1), BACKOFF_S[1]))
-
     async def create_configmap(self, key: str) -> float | None:
-        """Create the job's "initializing" ConfigMap, owned by the Job, if it has none; returns a retry delay.
+        """Create the job's ConfigMap if it has none (`ConfigMapKeeper.create`); returns a retry delay."""
+        return await self.keeper.create(key)
 
-        An existing ConfigMap is never touched here: a 409 hands the job to `reconcile`, which adopts it or
-        leaves it. Pods do not matter: they wait on the ConfigMap volume until it exists.
-        """
-        job = self.jobs.store.get(key)
-        if job is None or not self.is_leader():
-            return None
-        configmap_key = self._configmap_key(job)
-        if configmap_key is None or configmap_key in self.configmaps.store:
-            return None
-        profile = rank_table_profile(job, self.settings)
-        assert profile is not None
-        body = initial_configmap(job, profile, self.settings)
-        try:
-            written = await self.repo.create_object(CONFIGMAPS, body)
-        except ConflictError:
-            self.metrics.configmap_creates.labels("exists").inc()
-            self.queue.add(key, 0.0)
-            return None
-        except KubeError as exc:
-            self.metrics.configmap_creates.labels("error").inc()
-            retry = self._create_backoff(key)
-            log.warning("event=configmap_create_failed job=%s error=%s retry_s=%.2f", key, exc, retry)
-            return retry
-        self._create_failures.pop(key, None)
-        self.configmaps.store[object_key(written)] = written
-        self.metrics.configmap_creates.labels("created").inc()
-        log.info("event=configmap_created job=%s configmap=%s", key, object_key(written))
-        return None
+    async def sweep_orphans(self) -> int:
+        """Delete ConfigMaps made for jobs that never got created (`ConfigMapKeeper.sweep`)."""
+        return await self.keeper.sweep()
 
     # -- reconcile -------------------------------------------------------------------------------------------
 
@@ -496,14 +446,8 @@ class Controller:
         memory: _JobMemory,
         fingerprint: str,
     ) -> Planned:
-        """The completed table: route plans in the planning process when there is one, the rest in a thread.
-
-        The budget is graded (`webhook.controller.budget`): a level that runs out of memory in the planning process
-        falls to the next cheaper one there; a level stopped at the time limit (or whose process died) is given up
-        here and the next one runs in a new process, each with the whole time limit (levels given up for the same
-        placement are not tried again). Pod-index order, the last level, needs no planner and is computed here
-        (survivors keep their ranks).
-        """
+        """The completed table within the planning budget (`webhook.controller.levels.budgeted_table`); levels
+        given up for this placement are remembered and not tried again."""
         arguments: dict[str, Any] = {
             "job_uid": job_uid,
             "job_version": job_version,
@@ -511,49 +455,20 @@ class Controller:
             "record_servers": record_servers,
             "record_valid": record_valid,
         }
-        routed = route_plan and len(placement.servers) >= self.settings.policy.min_route_plan_nodes
-        if self.planning is None or not routed:
-            return await asyncio.to_thread(plan_table, self.settings, profile, placement, topology, **arguments)
-        portable = await asyncio.to_thread(portable_topology, topology)
-        pattern, routing = self.settings.planning.pattern, self.settings.planning.routing
-        memory_limit = f"the {self.planning.memory_limit_mib} MiB of controller.planningMemoryLimitMib"
-        level: PlanLevel = "as-requested"
-        reasons: list[str] = []
-        if memory.given_up[0] == fingerprint:
-            level, reasons = memory.given_up[1], list(memory.given_up[2])
-        while level != "pod-index":
-            try:
-                return await self.planning.call(
-                    plan_table,
-                    self.settings,
-                    profile,
-                    placement,
-                    portable,
-                    start_level=level,
-                    budget_reasons=tuple(reasons),
-                    memory_limit=memory_limit,
-                    **arguments,
-                )
-            except PlanningProcessError as exc:
-                log.warning(
-                    "event=planning_stopped job=%s/%s level=%s error=%s",
-                    placement.namespace,
-                    placement.job_name,
-                    level,
-                    exc,
-                )
-                reasons.append(f"{level_title(level, pattern, routing)}: {exc}")
-                level = next_level(level, routing)
-                memory.given_up = (fingerprint, level, tuple(reasons))
-        return await asyncio.to_thread(
-            plan_table,
+        resume = memory.given_up[1:] if memory.given_up[0] == fingerprint else None
+
+        def given_up(following: PlanLevel, reasons: tuple[str, ...]) -> None:
+            memory.given_up = (fingerprint, following, reasons)
+
+        return await budgeted_table(
             self.settings,
+            self.planning,
             profile,
             placement,
-            portable,
-            start_level="pod-index",
-            budget_reasons=tuple(reasons),
-            **arguments,
+            topology,
+            table=arguments,
+            resume=resume,
+            on_given_up=given_up,
         )
 
     def _record(
@@ -693,39 +608,6 @@ class Controller:
         await self.events.emit(job, reason=reason, message=message, event_type=event_type)
         if configmap is not None:
             await self.events.emit(configmap, reason=reason, message=message, event_type=event_type)
-
-    # -- orphans ---------------------------------------------------------------------------------------------
-
-    async def _sweep_orphans_forever(self) -> None:
-        interval = min(max(self.orphan_grace_s / 4, 0.2), 60.0)
-        while True:
-            await asyncio.sleep(interval)
-            try:
-                await self.sweep_orphans()
-            except KubeError as exc:
-                log.warning("event=orphan_sweep_failed error=%s", exc)
-
-    async def sweep_orphans(self) -> int:
-        """Delete ConfigMaps ringroute created for jobs that never got created (older than the grace period)."""
-        deleted = 0
-        now = time.time()
-        for key, configmap in list(self.configmaps.store.items()):
-            if not is_orphan(configmap, self.settings, self.jobs.store, now=now, grace_s=self.orphan_grace_s):
-                continue
-            meta = configmap.get("metadata") or {}
-            if not self.is_leader():
-                return deleted
-            if await self.repo.delete_object(
-                CONFIGMAPS,
-                meta.get("namespace"),
-                str(meta.get("name", "")),
-                uid=meta.get("uid"),
-                resource_version=meta.get("resourceVersion"),
-            ):
-                deleted += 1
-                log.info("event=orphan_deleted configmap=%s detail=its job was never created", key)
-            self.configmaps.store.pop(key, None)
-        return deleted
 
 
 class _NotLeaderError(KubeError):
