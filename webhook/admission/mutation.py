@@ -17,13 +17,10 @@ and a server-side apply that omits the fields injected on CREATE removes them.
 
 from __future__ import annotations
 
-import base64
 import functools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
-
-import orjson
 
 from webhook.admission.jobview import (
     ContainerView,
@@ -36,12 +33,27 @@ from webhook.admission.jobview import (
     normal_path,
     unwrap_launcher,
 )
+from webhook.admission.patch import (
+    COPY_BUDGET_BYTES,
+    MISSING,
+    PatchBuilder,
+    PatchOp,
+    WalkedTask,
+    add,
+    copy_twin_ops,
+    copy_twin_template,
+    encode_patch,
+    op_growth,
+    pointer,
+    remove,
+    restorable,
+    template_key,
+)
 from webhook.admission.policy.route_plan import has_hostname_anti_affinity
 from webhook.admission.policy.size import job_bytes, limit_bytes, too_large_after_mutation
 from webhook.admission.policy.violation import Violation
 from webhook.admission.policy.volcano_plugins import plugins_of, rank_table_writer
 from webhook.admission.policy.volcano_release import VENDOR_CONFIGMAP_PLUGIN
-from webhook.admission.review import JsonPatchOperation
 from webhook.common.names import (
     HOSTNAME_LABEL,
     INJECTED_ANNOTATION,
@@ -60,9 +72,6 @@ from webhook.common.settings import (
     HostPathVolume,
     volcano_release,
 )
-
-PatchOp = JsonPatchOperation
-"""One RFC 6902 operation, a plain dict `{"op": "add", "path": ..., "value": ...}` (or `{"op": "remove", "path"}`)."""
 
 CONFIG_VOLUME = "ringroute-config"
 """Name of the injected rank-table ConfigMap volume."""
@@ -84,23 +93,6 @@ _REQUIRED = "requiredDuringSchedulingIgnoredDuringExecution"
 _ANNOTATION_POINTER = "/metadata/annotations/" + escape_pointer(INJECTED_ANNOTATION)
 _PLUGIN_POINTER = "/spec/plugins/" + escape_pointer(VENDOR_CONFIGMAP_PLUGIN)
 _FIELD_ENV = (("POD_NAME", "metadata.name"), ("POD_IP", "status.podIP"), ("HOST_IP", "status.hostIP"))
-_MISSING: Any = object()
-
-COPY_BUDGET_BYTES = 3 * 2**20
-"""Most bytes the `copy` ops of one patch may copy: kube-apiserver refuses a patch that copies more
-(`JSONPatchMaxCopyBytes`, 3 MiB). Past it, twin tasks get their own `add` ops."""
-_OP_OVERHEAD = 4
-"""Bytes an add adds besides its value and member name (quotes, colon, comma), for the size estimate."""
-
-
-def add(path: str, value: Any) -> PatchOp:
-    """An RFC 6902 `add` operation."""
-    return {"op": "add", "path": path, "value": value}
-
-
-def remove(path: str) -> PatchOp:
-    """An RFC 6902 `remove` operation."""
-    return {"op": "remove", "path": path}
 
 
 @dataclass(frozen=True, slots=True)
@@ -123,16 +115,6 @@ class Mutation:
     warnings: tuple[str, ...] = ()
     denial: Violation | None = None
     """Set when the job with ringroute's additions would be over `admission.maxJobKib` (then `ops` is empty)."""
-
-
-def pointer(*tokens: str | int) -> str:
-    """A JSON Pointer from raw tokens, escaping `~` and `/` (RFC 6901)."""
-    return "".join("/" + escape_pointer(str(t)) for t in tokens)
-
-
-def encode_patch(ops: Sequence[PatchOp]) -> str:
-    """The base64 JSON Patch of an AdmissionResponse."""
-    return base64.b64encode(orjson.dumps(ops)).decode("ascii")
 
 
 def field_env(name: str, field_path: str) -> dict[str, Any]:
@@ -164,47 +146,6 @@ def _needs(profile: AcceleratorProfile) -> _ProfileNeeds:
         node_selector=profile.node_selector,
         label_value=profile.label_value,
     )
-
-
-@dataclass
-class _Patch:
-    """Ops plus what they inject, collected while walking the job."""
-
-    ops: list[PatchOp] = field(default_factory=list)
-    injected: set[str] = field(default_factory=set)
-    growth: int = 0
-    """Bytes the ops add to the job (estimated from their values)."""
-    copied: int = 0
-    """Bytes the `copy` ops copy."""
-    stopped: bool = False
-    """The walk stopped: the job grew over the size limit."""
-
-    def add(self, path: str, value: Any, what: str) -> None:
-        """One `add`, recorded under `what`."""
-        self.ops.append({"op": "add", "path": path, "value": value})
-        self.injected.add(what)
-
-    def extend_list(self, path: str, present: Any, items: list[Any], what: str | None) -> None:
-        """Append items to the list at `path` (now `present`): `-` adds, or one add of the list when absent."""
-        if not items:
-            return
-        if isinstance(present, list):
-            end = path + "/-"
-            self.ops += [{"op": "add", "path": end, "value": item} for item in items]
-        else:
-            self.ops.append({"op": "add", "path": path, "value": items})
-        if what:
-            self.injected.add(what)
-
-    def extend_map(self, path: str, present: Any, entries: dict[str, Any], what: str) -> None:
-        """Add entries to the object at `path` (now `present`): one add each, or one add of the object."""
-        if not entries:
-            return
-        if isinstance(present, Mapping):
-            self.ops += [{"op": "add", "path": f"{path}/{escape_pointer(k)}", "value": v} for k, v in entries.items()]
-        else:
-            self.ops.append({"op": "add", "path": path, "value": entries})
-        self.injected.add(what)
 
 
 def _free_name(wanted: str, taken: set[str]) -> str:
@@ -265,7 +206,7 @@ class _Plan:
 
 
 def _mutate_task(
-    view: JobView, task: TaskView, needs: _ProfileNeeds, configmap: str, *, plan: _Plan, index: int, patch: _Patch
+    view: JobView, task: TaskView, needs: _ProfileNeeds, configmap: str, *, plan: _Plan, index: int, patch: PatchBuilder
 ) -> None:
     spec_ptr = f"{task.pointer}/template/spec"
     # Names mounted by any container count as taken even without a volume: reusing one would change a mount.
@@ -351,16 +292,18 @@ def _mutate_task(
     _mutate_template_metadata(task, needs, plan, index, patch)
 
 
-def _mutate_template_metadata(task: TaskView, needs: _ProfileNeeds, plan: _Plan, index: int, patch: _Patch) -> None:
+def _mutate_template_metadata(
+    task: TaskView, needs: _ProfileNeeds, plan: _Plan, index: int, patch: PatchBuilder
+) -> None:
     """The task label and the npu-pods annotation, in one add when the template has no metadata."""
     template_meta = task.template.get("metadata")
     labels = as_mapping(template_meta).get("labels")
     annotations = as_mapping(template_meta).get("annotations")
     new_labels = {} if RING_LABEL in as_mapping(labels) else {RING_LABEL: needs.label_value}
     npu_pods = plan.npu_pods_of(index)
-    present = as_mapping(annotations).get(NPU_PODS_ANNOTATION, _MISSING)
+    present = as_mapping(annotations).get(NPU_PODS_ANNOTATION, MISSING)
     new_annotations: dict[str, Any] = {}
-    if npu_pods is not None and present != npu_pods and (plan.replace_npu_pods or present is _MISSING):
+    if npu_pods is not None and present != npu_pods and (plan.replace_npu_pods or present is MISSING):
         new_annotations[NPU_PODS_ANNOTATION] = npu_pods
     meta_ptr = f"{task.pointer}/template/metadata"
     if not isinstance(template_meta, Mapping):
@@ -373,7 +316,7 @@ def _mutate_template_metadata(task: TaskView, needs: _ProfileNeeds, plan: _Plan,
     patch.extend_map(f"{meta_ptr}/annotations", annotations, new_annotations, INJECTED_NPU_PODS)
 
 
-def _add_anti_affinity(task: TaskView, spec_ptr: str, job_name: str, patch: _Patch) -> None:
+def _add_anti_affinity(task: TaskView, spec_ptr: str, job_name: str, patch: PatchBuilder) -> None:
     term = {
         "labelSelector": {"matchExpressions": [{"key": JOB_NAME_LABEL, "operator": "In", "values": [job_name]}]},
         "topologyKey": HOSTNAME_LABEL,
@@ -389,71 +332,16 @@ def _add_anti_affinity(task: TaskView, spec_ptr: str, job_name: str, patch: _Pat
         patch.extend_list(path, anti.get(_REQUIRED), [term], INJECTED_ANTI_AFFINITY)
 
 
-def _template_key(task: TaskView) -> bytes | None:
-    """The task's pod template as JSON (exact: `1` and `true` differ), or None when it is not plain JSON."""
-    try:
-        return orjson.dumps(task.template)
-    except TypeError:
-        return None
-
-
-def _copy_twin_ops(patch: _Patch, twin: _Walked, pointer: str) -> bool:
-    """Append copies of the ops of the task `twin` walked, re-rooted at `pointer`."""
-    ops = patch.ops[twin.start : twin.end]
-    try:  # fresh values: a caller may change one task's ops without touching the other's
-        values = orjson.loads(orjson.dumps([op["value"] for op in ops]))
-    except TypeError:
-        return False
-    cut = len(twin.pointer)
-    for op, value in zip(ops, values, strict=True):
-        patch.ops.append({"op": "add", "path": pointer + op["path"][cut:], "value": value})
-    patch.growth += twin.growth
-    return True
-
-
-def _copy_twin_template(patch: _Patch, twin: _Walked, pointer: str) -> bool:
-    """One `copy` of the template `twin` mutated onto the task at `pointer` (whose template was the same JSON, so
-    the result is what the twin's ops would make of it), within COPY_BUDGET_BYTES."""
-    if patch.copied + twin.size > COPY_BUDGET_BYTES:
-        return False
-    patch.ops.append({"op": "copy", "from": f"{twin.pointer}/template", "path": f"{pointer}/template"})
-    patch.copied += twin.size
-    patch.growth += twin.growth
-    return True
-
-
-def _growth(ops: list[PatchOp]) -> int:
-    """Bytes `ops` add to the job: each value, plus the member name and punctuation of its place."""
-    try:
-        values = len(orjson.dumps([op.get("value") for op in ops]))
-    except TypeError:
-        values = sum(job_bytes(op.get("value")) for op in ops)
-    return values + sum(len(op["path"]) - op["path"].rfind("/") + _OP_OVERHEAD for op in ops)
-
-
-@dataclass(frozen=True, slots=True)
-class _Walked:
-    """A task whose ops were computed, for the tasks with the same template."""
-
-    pointer: str
-    start: int
-    end: int
-    growth: int
-    """Bytes its ops add."""
-    size: int
-    """Bytes of its template after the ops (what a `copy` of it copies)."""
-
-
 def _mutable(view: JobView) -> bool:
     """A job the mutation completes: a known profile, a name (the ConfigMap's), and a spec."""
     return view.profile is not None and view.configmap_name is not None and isinstance(view.job.get("spec"), Mapping)
 
 
-def _collect(view: JobView, plan: _Plan, *, copies: bool, budget: int | None) -> _Patch:
+def _collect(view: JobView, plan: _Plan, *, copies: bool, budget: int | None) -> PatchBuilder:
     """Every op the job lacks, without the annotations that record them. With `copies`, a task whose template is
     the same JSON as one already walked gets one `copy` of that task's mutated template. With `budget` (bytes the
-    job may grow), the walk stops once the ops would take the job past it (`_Patch.stopped`)."""
-    patch = _Patch()
+    job may grow), the walk stops once the ops would take the job past it (`PatchBuilder.stopped`)."""
+    patch = PatchBuilder()
     profile = view.profile
     configmap = view.configmap_name
     if profile is None or configmap is None or not _mutable(view):
@@ -464,28 +352,28 @@ def _collect(view: JobView, plan: _Plan, *, copies: bool, budget: int | None) ->
         patch.injected.add(REMOVED_VENDOR_PLUGIN)
     # Jobs often repeat one pod template in many tasks (a task per node group or per role): a task whose template
     # serialises to the same JSON as one already walked reuses that task's work.
-    walked: dict[tuple[bytes, str | None], _Walked] = {}
+    walked: dict[tuple[bytes, str | None], WalkedTask] = {}
     for index, task in enumerate(view.tasks):
         if not task.is_npu:
             continue
         if budget is not None and patch.growth > budget:
             patch.stopped = True
             return patch
-        template = _template_key(task)
+        template = template_key(task)
         key = (template, plan.npu_pods_of(index)) if template is not None else None
         twin = walked.get(key) if key is not None else None
         if twin is not None and twin.start == twin.end:
             continue  # the same template needed nothing
         if twin is not None and (
-            (copies and _copy_twin_template(patch, twin, task.pointer)) or _copy_twin_ops(patch, twin, task.pointer)
+            (copies and copy_twin_template(patch, twin, task.pointer)) or copy_twin_ops(patch, twin, task.pointer)
         ):
             continue
         start = len(patch.ops)
         _mutate_task(view, task, needs, configmap, plan=plan, index=index, patch=patch)
-        growth = _growth(patch.ops[start:])
+        growth = op_growth(patch.ops[start:])
         patch.growth += growth
         if key is not None:
-            walked[key] = _Walked(task.pointer, start, len(patch.ops), growth, len(key[0]) + growth)
+            walked[key] = WalkedTask(task.pointer, start, len(patch.ops), growth, len(key[0]) + growth)
     if budget is not None and patch.growth > budget:
         patch.stopped = True
         return patch
@@ -543,7 +431,7 @@ def _plugin_warning(view: JobView) -> str:
     return f"spec.plugins[{VENDOR_CONFIGMAP_PLUGIN}]: removed by ringroute: {why}"
 
 
-def _finish(view: JobView, patch: _Patch, plan: _Plan, record: set[str], *, update: bool) -> Mutation:
+def _finish(view: JobView, patch: PatchBuilder, plan: _Plan, record: set[str], *, update: bool) -> Mutation:
     """The patch with the Job annotations that record it, and its warnings."""
     entries: dict[str, str] = {}
     if plan.writer is not None and view.annotations.get(RANK_TABLE_WRITER_ANNOTATION) != plan.writer:
@@ -614,50 +502,13 @@ def plan_update(view: JobView, old: Mapping[str, Any]) -> Mutation:
     )
     # Per-task ops, not copies: each is kept only where the stored object has it.
     patch = _collect(view, plan, copies=False, budget=None)
-    patch.ops = [kept for op in patch.ops if (kept := _restorable(op, old)) is not None]
+    patch.ops = [kept for op in patch.ops if (kept := restorable(op, old)) is not None]
     return _finish(view, patch, plan, old_record | _recorded(view.annotations), update=True)
 
 
 def _template_annotation(task: Any, key: str) -> str | None:
     metadata = as_mapping(as_mapping(as_mapping(task).get("template")).get("metadata"))
     return as_str(as_mapping(metadata.get("annotations")).get(key))
-
-
-def _resolve(document: Any, path: str) -> Any:
-    """The value at a JSON Pointer, or _MISSING."""
-    node = document
-    for raw in path.split("/")[1:]:
-        token = raw.replace("~1", "/").replace("~0", "~")
-        if isinstance(node, Mapping):
-            node = node.get(token, _MISSING)
-        elif isinstance(node, list) and token.isdigit() and int(token) < len(node):
-            node = node[int(token)]
-        else:
-            return _MISSING
-        if node is _MISSING:
-            return _MISSING
-    return node
-
-
-def _restorable(op: PatchOp, old: Mapping[str, Any]) -> PatchOp | None:
-    """The part of `op` that puts back what `old` has at the same place, or None when it adds something new."""
-    path = op["path"]
-    if op["op"] == "remove":
-        return op if _resolve(old, path) is _MISSING else None
-    value = op["value"]
-    if path.endswith("/-"):
-        stored = _resolve(old, path[:-2])
-        return op if isinstance(stored, list) and value in stored else None
-    stored = _resolve(old, path)
-    if stored == value:
-        return op
-    if isinstance(value, list) and isinstance(stored, list):
-        items = [item for item in value if item in stored]
-        return add(path, items) if items else None
-    if isinstance(value, Mapping) and isinstance(stored, Mapping):
-        entries = {k: v for k, v in value.items() if k in stored and stored[k] == v}
-        return add(path, entries) if entries else None
-    return None
 
 
 __all__ = [
