@@ -10,7 +10,7 @@ from typing import Any
 
 from planner._errors import InputError
 from planner._model import IgnoredPod
-from planner.io._kube_objects import containers, label_or_annotation, mapping_of, meta, pod_ref
+from planner.io._kube_objects import label_or_annotation, mapping_of, meta, pod_ref, resource_amounts
 from planner.io._numbers import parse_count, quantity_is_zero, shown
 from planner.io._placement_types import PlacementProblem
 
@@ -28,18 +28,13 @@ _TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})
 
 def requests_resource(pod: Mapping[str, Any], resource_name: str) -> bool:
     """Whether a container asks for the resource: a non-zero amount, or one that is not a quantity at all
-    (`_quantity_problems` reports it; leaving the pod out would hide it)."""
-    for container in containers(pod):
-        resources = mapping_of(container.get("resources"))
-        for section in ("requests", "limits"):
-            amount = mapping_of(resources.get(section)).get(resource_name)
-            if amount is None:
-                continue
-            try:
-                if not quantity_is_zero(amount):
-                    return True
-            except ValueError:
+    (reading the pod reports it as a problem; leaving the pod out would hide it)."""
+    for _position, _container, _section, amount in resource_amounts(pod, resource_name):
+        try:
+            if not quantity_is_zero(amount):
                 return True
+        except ValueError:
+            return True
     return False
 
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 import yaml
@@ -108,4 +108,23 @@ def containers(pod: Mapping[str, Any]) -> list[Mapping[str, Any]]:
     return [c for c in containers if isinstance(c, Mapping)] if isinstance(containers, list) else []
 
 
-__all__ = ["containers", "label_or_annotation", "labelled", "load_kube_objects", "mapping_of", "meta", "pod_ref"]
+def resource_amounts(pod: Mapping[str, Any], resource_name: str) -> Iterator[tuple[int, Mapping[str, Any], str, Any]]:
+    """(container position, container, `requests` or `limits`, amount) for every amount of `resource_name`."""
+    for position, container in enumerate(containers(pod)):
+        resources = mapping_of(container.get("resources"))
+        for section in ("requests", "limits"):
+            amount = mapping_of(resources.get(section)).get(resource_name)
+            if amount is not None:
+                yield position, container, section, amount
+
+
+__all__ = [
+    "containers",
+    "label_or_annotation",
+    "labelled",
+    "load_kube_objects",
+    "mapping_of",
+    "meta",
+    "pod_ref",
+    "resource_amounts",
+]

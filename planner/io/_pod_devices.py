@@ -12,7 +12,14 @@ from dataclasses import dataclass, field
 from typing import Any, cast
 
 from planner._model import Device, Server
-from planner.io._kube_objects import containers, label_or_annotation, labelled, mapping_of, meta, pod_ref
+from planner.io._kube_objects import (
+    label_or_annotation,
+    labelled,
+    mapping_of,
+    meta,
+    pod_ref,
+    resource_amounts,
+)
 from planner.io._numbers import parse_count, quantity_is_zero, shown
 from planner.io._placement_types import DeviceAnnotation, PlacementProblem
 
@@ -45,23 +52,18 @@ def _quantity_problems(pod: Mapping[str, Any], resource_name: str | None) -> lis
     if resource_name is None:
         return []
     problems: list[PlacementProblem] = []
-    for position, container in enumerate(containers(pod)):
-        resources = mapping_of(container.get("resources"))
-        for section in ("requests", "limits"):
-            amount = mapping_of(resources.get(section)).get(resource_name)
-            if amount is None:
-                continue
-            try:
-                quantity_is_zero(amount)
-            except ValueError as exc:
-                problems.append(
-                    PlacementProblem(
-                        "bad-quantity",
-                        pod_ref(pod),
-                        f"spec.containers[{position}].resources.{section}[{resource_name}]",
-                        f"{exc}; container {container.get('name')!s} must request a whole number of NPUs, such as 8",
-                    )
+    for position, container, section, amount in resource_amounts(pod, resource_name):
+        try:
+            quantity_is_zero(amount)
+        except ValueError as exc:
+            problems.append(
+                PlacementProblem(
+                    "bad-quantity",
+                    pod_ref(pod),
+                    f"spec.containers[{position}].resources.{section}[{resource_name}]",
+                    f"{exc}; container {container.get('name')!s} must request a whole number of NPUs, such as 8",
                 )
+            )
     return problems
 
 
