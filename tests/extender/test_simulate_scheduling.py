@@ -84,8 +84,8 @@ def test_the_extender_never_hears_of_nodes_the_job_already_filled() -> None:
     service = ExtenderService(Settings(), Metrics())
     original = service.predicate
 
-    def spy(raw: bytes | bytearray) -> tuple[Any, str]:
-        seen.append(json.loads(raw)["node"]["Name"])
+    def spy(raw: bytes | bytearray | memoryview) -> tuple[Any, str]:
+        seen.append(json.loads(bytes(raw))["node"]["Name"])
         return original(raw)
 
     service.predicate = spy  # type: ignore[method-assign]
