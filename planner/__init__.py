@@ -26,6 +26,7 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
         "Topology",
     ),
     "planner.io._device_annotations": ("DEFAULT_ANNOTATION_KEYS",),
+    "planner.io._quantity": ("MAX_EXPONENT", "MAX_QUANTITY_CHARS", "read_quantity"),
     "planner.io._kube_objects": ("load_kube_objects",),
     "planner.io._placement": ("placement_from_pods", "read_placement"),
     "planner.io._placement_types": ("PlacementProblem", "PlacementReadout", "render_placement_problems"),
@@ -101,6 +102,7 @@ if TYPE_CHECKING:
     from planner.io._kube_objects import load_kube_objects
     from planner.io._placement import placement_from_pods, read_placement
     from planner.io._placement_types import PlacementProblem, PlacementReadout, render_placement_problems
+    from planner.io._quantity import MAX_EXPONENT, MAX_QUANTITY_CHARS, read_quantity
     from planner.io._ranktable import (
         INITIALIZING_RANK_TABLE,
         RankTable,
@@ -187,6 +189,8 @@ __all__ = [
     "TopologyError",
     # io: placement, topology sources and file, rank-table formats
     "DEFAULT_ANNOTATION_KEYS",
+    "MAX_EXPONENT",
+    "MAX_QUANTITY_CHARS",
     "DEFAULT_LABEL_KEYS",
     "INITIALIZING_RANK_TABLE",
     "PlacementProblem",
@@ -205,6 +209,7 @@ __all__ = [
     "parse_ranks_env",
     "placement_from_pods",
     "read_placement",
+    "read_quantity",
     "render_placement_problems",
     "render_rank_table",
     "render_ranks_env",

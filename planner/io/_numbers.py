@@ -8,21 +8,13 @@ conversion, and a ValueError whose message names the value (shortened) and what 
 
 from __future__ import annotations
 
-import re
+from planner.io._quantity import read_quantity
 
 INT32_MAX = 2**31 - 1
 """Largest value of a Kubernetes int32 field (replicas, HyperNode tiers) and of the planner's indexes and ids."""
 
 SHOWN_CHARS = 24
 """Characters of a bad value quoted in a message; the rest is counted, not printed."""
-
-_QUANTITY = re.compile(
-    r"(?P<sign>[+-]?)(?P<number>[0-9]+(?:\.[0-9]*)?|\.[0-9]+)"
-    r"(?P<suffix>Ki|Mi|Gi|Ti|Pi|Ei|[numkMGTPE]|[eE][+-]?[0-9]{1,3})?",
-    re.ASCII,
-)
-MAX_QUANTITY_CHARS = 64
-"""Longest resource quantity accepted; the API server's own serialisation of any request is far shorter."""
 
 
 def shown(value: object) -> str:
@@ -56,24 +48,14 @@ def parse_count(value: object, *, maximum: int = INT32_MAX) -> int:
 
 
 def quantity_is_zero(value: object) -> bool:
-    """Whether a Kubernetes resource quantity (`8`, `8000m`, `1Ki`, `0.5`, `1e3`) is zero.
-
-    Raises ValueError naming the value when it is not a quantity (non-ASCII digits, a malformed number, longer
-    than MAX_QUANTITY_CHARS) or is negative. Only the mantissa's digits decide, so no number is ever converted.
-    """
-    if isinstance(value, bool):
-        raise ValueError(f"{shown(value)} is not a resource quantity")
-    if isinstance(value, int | float):
-        value = str(value)
-    if not isinstance(value, str) or len(value) > MAX_QUANTITY_CHARS:
-        raise ValueError(f"{shown(value)} is not a resource quantity")
-    match = _QUANTITY.fullmatch(value)
-    if match is None:
-        raise ValueError(f"{shown(value)} is not a resource quantity (such as 8 or 8000m)")
-    zero = not any(digit in "123456789" for digit in match.group("number"))
-    if match.group("sign") == "-" and not zero:
+    """Whether a Kubernetes resource quantity (`8`, `8000m`, `1Ki`, `0.5`, `1e3`) is zero, read as admission reads
+    it (`read_quantity`). Raises ValueError naming the value when it is not a quantity or is negative."""
+    amount = read_quantity(value)
+    if isinstance(amount, str):
+        raise ValueError(f"{shown(value)} {amount}")
+    if amount < 0:
         raise ValueError(f"{shown(value)} is negative")
-    return zero
+    return amount == 0
 
 
-__all__ = ["INT32_MAX", "MAX_QUANTITY_CHARS", "parse_count", "quantity_is_zero", "shown"]
+__all__ = ["INT32_MAX", "parse_count", "quantity_is_zero", "shown"]
