@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import math
 import re
-from decimal import ROUND_CEILING, Decimal
+from decimal import Decimal
+from fractions import Fraction
 from typing import Any, Final
 
 import orjson
 
+from planner import read_quantity
 from webhook.extender.volcano.releases import MASTER_RELEASE, RELEASE_GO, normalize_release
 
 # ------------------------------------------------------------------------------------------ Go encoding/json output
@@ -71,44 +73,28 @@ GO_ZERO_TIME: Final = "0001-01-01T00:00:00Z"
 
 # --------------------------------------------------------------------------------------------- resource.Quantity
 
-_BINARY = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60}
-_DECIMAL = {
-    "n": Decimal("1e-9"),
-    "u": Decimal("1e-6"),
-    "m": Decimal("1e-3"),
-    "": Decimal(1),
-    "k": Decimal("1e3"),
-    "M": Decimal("1e6"),
-    "G": Decimal("1e9"),
-    "T": Decimal("1e12"),
-    "P": Decimal("1e15"),
-    "E": Decimal("1e18"),
-}
-# re.ASCII: `\d` would match every Unicode digit ("٨"), which resource.ParseQuantity refuses.
-_QUANTITY = re.compile(r"([+-]?(?:\d+\.?\d*|\.\d+))(Ki|Mi|Gi|Ti|Pi|Ei|[numkMGTPE]|[eE][+-]?\d{1,4})?", re.ASCII)
+
+def parse_quantity(text: str) -> Fraction:
+    """The exact value of a Kubernetes quantity string ("192", "1536Gi", "500m", "3456736289398", "1e3"), read with
+    the grammar admission and the planner use (`planner.read_quantity`)."""
+    amount = read_quantity(text)
+    if isinstance(amount, str):
+        raise ValueError(f"quantity: {text!r} {amount}")
+    return amount
 
 
-def parse_quantity(text: str) -> Decimal:
-    """The exact value of a Kubernetes quantity string ("192", "1536Gi", "500m", "3456736289398", "1e3")."""
-    match = _QUANTITY.fullmatch(text.strip())
-    if not match:
-        raise ValueError(f"quantity: {text!r} is not a Kubernetes quantity such as '8', '500m' or '256Gi'")
-    number, suffix = Decimal(match.group(1)), match.group(2) or ""
-    if suffix in _BINARY:
-        return number * _BINARY[suffix]
-    if suffix in _DECIMAL:
-        return number * _DECIMAL[suffix]
-    return number * (Decimal(10) ** int(suffix[1:]))
+def _round_up(value: Fraction) -> int:
+    return -((-value.numerator) // value.denominator)
 
 
 def quantity_milli_value(text: str) -> int:
     """resource.Quantity.MilliValue(): value x 1000 rounded up."""
-    return int((parse_quantity(text) * 1000).to_integral_value(rounding=ROUND_CEILING))
+    return _round_up(parse_quantity(text) * 1000)
 
 
 def quantity_value(text: str) -> int:
     """resource.Quantity.Value(): value rounded up."""
-    return int(parse_quantity(text).to_integral_value(rounding=ROUND_CEILING))
+    return _round_up(parse_quantity(text))
 
 
 __all__ = [
