@@ -59,6 +59,9 @@ def test_addresses_parse_and_bad_ones_name_the_flag() -> None:
     assert parse_address("[::1]:8443", "--listen") == ("::1", 8443)
     with pytest.raises(CommandError, match="--listen: expected ADDR:PORT"):
         parse_address("localhost", "--listen")
+    for port in ("²", "٨", "9" * 5000):  # str.isdigit() holds for the first two; int() refuses "²" and 5,000 digits
+        with pytest.raises(CommandError, match="--listen: expected ADDR:PORT"):
+            parse_address(f"127.0.0.1:{port}", "--listen")
 
 
 def test_bad_flags_are_one_line_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
