@@ -103,7 +103,11 @@ def register(subparsers: Any) -> None:
 def parse_address(text: str, flag: str) -> tuple[str, int]:
     """`ADDR:PORT` (IPv6 as `[::1]:PORT`) -> (host, port); CommandError naming the flag."""
     host, sep, port_text = text.rpartition(":")
-    if not sep or not (port_text.isascii() and port_text.isdigit()) or not 0 <= int(port_text) <= 65535:
+    if (
+        not sep
+        or not (port_text.isascii() and port_text.isdigit() and len(port_text) <= 5)
+        or not 0 <= int(port_text) <= 65535
+    ):
         raise CommandError(f"{flag}: expected ADDR:PORT such as 0.0.0.0:9443 (got {text!r})")
     return host.strip("[]") or "0.0.0.0", int(port_text)
 
