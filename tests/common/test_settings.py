@@ -487,6 +487,11 @@ def test_controller_and_extender_timings_load_from_camel_case_yaml() -> None:
         ({"extender": {"planTtlS": -1}}, "extender.planTtlS: must be positive, got -1"),
         ({"extender": {"scoreWeight": 0}}, "extender.scoreWeight: must be positive, got 0"),
         ({"extender": {"listen": "8888"}}, "extender.listen: expected ADDR:PORT such as 0.0.0.0:8888, got '8888'"),
+        ({"extender": {"listen": ":²"}}, "extender.listen: expected ADDR:PORT such as 0.0.0.0:8888, got ':²'"),
+        (
+            {"extender": {"listen": ":" + "9" * 5000}},
+            f"extender.listen: expected ADDR:PORT such as 0.0.0.0:8888, got {':' + '9' * 5000!r}",
+        ),
         ({"volcano": {"version": "latest"}}, "volcano.version: 'latest' is not auto or a release like 1.7 or 1.10"),
         ({"volcano": {"version": "1.6"}}, "volcano.version: ringroute supports Volcano 1.7 and later (got '1.6')"),
     ],

@@ -141,7 +141,7 @@ def _namespace_name(value: str) -> str | None:
 
 def _address(value: str) -> str | None:
     _host, colon, port = value.rpartition(":")
-    if colon and port.isascii() and port.isdigit() and int(port) <= 65535:
+    if colon and port.isascii() and port.isdigit() and len(port) <= 5 and int(port) <= 65535:
         return None
     return f"expected ADDR:PORT such as 0.0.0.0:8888, got {value!r}"
 
