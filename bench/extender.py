@@ -446,18 +446,16 @@ def _one_loop_server(cert_dir: str, admission_port: int, extender_port: int) -> 
     from webhook.admission.server import admission_app
     from webhook.common.metrics import Metrics
     from webhook.common.settings import Settings
-    from webhook.extender.app import extender_app
+    from webhook.extender.app import ExtenderService, serve_extender
 
     async def run() -> None:
         settings, metrics = Settings(), Metrics()
         certificates = ServingCertificates(Path(cert_dir))
         admission = web.AppRunner(admission_app(settings, metrics, certificates=certificates), access_log=None)
-        extender = web.AppRunner(extender_app(settings, metrics), access_log=None)
         await admission.setup()
-        await extender.setup()
         context = certificates.ssl_context()
         await web.TCPSite(admission, "127.0.0.1", admission_port, ssl_context=context).start()
-        await web.TCPSite(extender, "127.0.0.1", extender_port).start()
+        await serve_extender(ExtenderService(settings, metrics), "127.0.0.1", extender_port)
         await asyncio.Event().wait()
 
     asyncio.run(run())

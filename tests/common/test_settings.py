@@ -514,12 +514,14 @@ def test_the_controller_takes_its_orphan_grace_and_event_interval_from_the_setti
     assert (overridden.orphan_grace_s, overridden.pending_event_interval_s) == (0.5, 0.0)
 
 
-def test_the_extender_body_limit_comes_from_the_settings() -> None:
+def test_the_extender_body_limits_come_from_the_settings() -> None:
     from webhook.common.metrics import Metrics
-    from webhook.extender.app import extender_app
+    from webhook.extender.app import ExtenderService, extender_endpoints
 
-    app = extender_app(settings_from_mapping({"extender": {"maxBodyMib": 3, "maxSessionOpenMib": 5}}), Metrics())
-    assert app._client_max_size == 5 * 1024 * 1024
+    settings = settings_from_mapping({"extender": {"maxBodyMib": 3, "maxSessionOpenMib": 5}})
+    endpoints = extender_endpoints(ExtenderService(settings, Metrics()))
+    assert endpoints["/extender/prioritize"].max_body == 3 * 1024 * 1024
+    assert endpoints["/extender/onSessionOpen"].max_body == 5 * 1024 * 1024
 
 
 def test_the_extender_forgets_jobs_after_the_configured_memory_ttl() -> None:

@@ -11,25 +11,31 @@ from decimal import Decimal
 from typing import Any
 
 import pytest
-from aiohttp.test_utils import TestClient, TestServer
 
-from tests.support.extender import RESOURCE, decoded_node, decoded_task, job, node, session_open, tor
-from webhook.common.metrics import Metrics
-from webhook.common.settings import Settings
-from webhook.extender.app import SESSION_CLOSE_MAX_BYTES, STATE_KEY, extender_app
+from tests.support.extender import (
+    RESOURCE,
+    ServedExtender,
+    decoded_node,
+    decoded_task,
+    job,
+    node,
+    serve_extender_for_test,
+    session_open,
+    tor,
+)
+from webhook.extender.app import SESSION_CLOSE_MAX_BYTES
 from webhook.extender.fit import node_admits
 from webhook.extender.volcano import parse_quantity, quantity_milli_value
 
 
 @pytest.fixture
-async def client() -> AsyncIterator[TestClient[Any, Any]]:
-    test_client: TestClient[Any, Any] = TestClient(TestServer(extender_app(Settings(), Metrics())))
-    await test_client.start_server()
+async def client() -> AsyncIterator[ServedExtender]:
+    test_client = await serve_extender_for_test()
     yield test_client
     await test_client.close()
 
 
-async def post(client: TestClient[Any, Any], verb: str, body: Any) -> tuple[int, Any]:
+async def post(client: ServedExtender, verb: str, body: Any) -> tuple[int, Any]:
     data = body if isinstance(body, bytes) else json.dumps(body).encode()
     response = await client.post(f"/extender/{verb}", data=data, headers={"Content-Type": "application/json"})
     return response.status, await response.json()
@@ -59,7 +65,7 @@ def bodies(verb: str, spoil: Any) -> tuple[Any, str]:
 @pytest.mark.parametrize("spoil", [scalar_resources_as_list, node_status_as_string])
 @pytest.mark.parametrize("verb", ["predicate", "prioritize", "onSessionOpen"])
 async def test_wrongly_typed_fields_answer_400_with_one_log_line_and_no_traceback(
-    client: TestClient[Any, Any], caplog: pytest.LogCaptureFixture, verb: str, spoil: Any
+    client: ServedExtender, caplog: pytest.LogCaptureFixture, verb: str, spoil: Any
 ) -> None:
     body, message = bodies(verb, spoil)
     caplog.set_level(logging.DEBUG, logger="webhook.extender")
@@ -75,12 +81,12 @@ async def test_wrongly_typed_fields_answer_400_with_one_log_line_and_no_tracebac
 
 
 async def test_a_forged_session_cache_replaces_nothing_and_drops_what_was_known(
-    client: TestClient[Any, Any],
+    client: ServedExtender,
 ) -> None:
     bert = job("bert", 2)
     good = session_open([bert], [node("a0", tor("A")), node("a1", tor("A"))])
     assert (await post(client, "onSessionOpen", good))[0] == 200
-    state = client.app[STATE_KEY]
+    state = client.state
     assert state.session_data
     forged = copy.deepcopy(good)
     forged["Jobs"][bert.job_id]["MinAvailable"] = "all of them"
@@ -90,7 +96,7 @@ async def test_a_forged_session_cache_replaces_nothing_and_drops_what_was_known(
     assert not state.session_data  # neither the forged cache nor a stale one is planned from
 
 
-async def test_session_close_takes_only_a_small_json_object(client: TestClient[Any, Any]) -> None:
+async def test_session_close_takes_only_a_small_json_object(client: ServedExtender) -> None:
     assert await post(client, "onSessionClose", {}) == (200, {})
     status, answer = await post(client, "onSessionClose", {"Volcano": "sends {}", "pad": "x" * SESSION_CLOSE_MAX_BYTES})
     assert status == 413
@@ -108,7 +114,7 @@ def test_npu_requests_are_read_in_milli_units_as_volcano_sends_them(milli: float
     assert decoded_task(task).cards == cards
 
 
-async def test_an_npu_request_that_is_not_a_number_is_a_400(client: TestClient[Any, Any]) -> None:
+async def test_an_npu_request_that_is_not_a_number_is_a_400(client: ServedExtender) -> None:
     for text in ("8", "8000m", "٨"):
         task = job().tasks[0]
         task["Resreq"]["ScalarResources"][RESOURCE] = text

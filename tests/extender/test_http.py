@@ -1,4 +1,4 @@
-"""The extender endpoints over aiohttp's test client: answers per Volcano release, errors, sessions, events."""
+"""The extender endpoints over HTTP on loopback: answers per Volcano release, errors, sessions, events."""
 
 from __future__ import annotations
 
@@ -8,13 +8,20 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from aiohttp.test_utils import TestClient, TestServer
 
-from tests.support.extender import RESOURCE, decoded_task, job, node, session_open, tor
+from tests.support.extender import (
+    RESOURCE,
+    ServedExtender,
+    decoded_task,
+    job,
+    node,
+    serve_extender_for_test,
+    session_open,
+    tor,
+)
 from webhook.common.metrics import Metrics
 from webhook.common.settings import Settings, settings_from_mapping
 from webhook.extender import scoring as extender_scoring
-from webhook.extender.app import STATE_KEY, extender_app
 from webhook.extender.simulation import predicate_passes, task_info
 
 RELEASES = [(1, 7), (1, 8), (1, 9), (1, 10), (1, 12), (1, 13), (1, 16)]
@@ -25,14 +32,12 @@ def metrics() -> Metrics:
     return Metrics()
 
 
-async def make_client(settings: Settings, metrics: Metrics) -> TestClient[Any, Any]:
-    client: TestClient[Any, Any] = TestClient(TestServer(extender_app(settings, metrics)))
-    await client.start_server()
-    return client
+async def make_client(settings: Settings, metrics: Metrics) -> ServedExtender:
+    return await serve_extender_for_test(settings, metrics)
 
 
 @pytest.fixture
-async def client(metrics: Metrics) -> AsyncIterator[TestClient[Any, Any]]:
+async def client(metrics: Metrics) -> AsyncIterator[ServedExtender]:
     test_client = await make_client(Settings(), metrics)
     yield test_client
     await test_client.close()
@@ -43,7 +48,7 @@ def sample(metrics: Metrics, name: str, **labels: str) -> float:
     return 0.0 if value is None else value
 
 
-async def post(client: TestClient[Any, Any], verb: str, body: Any) -> tuple[int, bytes]:
+async def post(client: ServedExtender, verb: str, body: Any) -> tuple[int, bytes]:
     data = body if isinstance(body, bytes) else json.dumps(body).encode()
     response = await client.post(f"/extender/{verb}", data=data, headers={"Content-Type": "application/json"})
     return response.status, await response.read()
@@ -53,7 +58,7 @@ def busy_node() -> dict[str, Any]:
     return node("n1", tor("A"), busy=True)
 
 
-async def test_example_payload_is_scored_over_http(client: TestClient[Any, Any], data_dir: Path) -> None:
+async def test_example_payload_is_scored_over_http(client: ServedExtender, data_dir: Path) -> None:
     payload = json.loads((data_dir / "extender-prioritize.json").read_text(encoding="utf-8"))
     status, raw = await post(client, "prioritize", payload)
     assert status == 200
@@ -78,12 +83,12 @@ async def test_a_configured_release_reads_refusals_and_passes_as_meant(metrics: 
         await client.close()
 
 
-async def test_without_a_configured_release_passes_read_as_passes_everywhere(client: TestClient[Any, Any]) -> None:
+async def test_without_a_configured_release_passes_read_as_passes_everywhere(client: ServedExtender) -> None:
     _, fits = await post(client, "predicate", {"task": job().tasks[0], "node": node("n2", tor("A"))})
     assert all(predicate_passes(release, fits, ignorable=False) for release in RELEASES)
 
 
-async def test_without_a_configured_release_refusals_read_on_1_7_and_from_1_10_on(client: TestClient[Any, Any]) -> None:
+async def test_without_a_configured_release_refusals_read_on_1_7_and_from_1_10_on(client: ServedExtender) -> None:
     _, refusal = await post(client, "predicate", {"task": job().tasks[0], "node": busy_node()})
     body = json.loads(refusal)
     assert body["code"] == 2
@@ -95,7 +100,7 @@ async def test_without_a_configured_release_refusals_read_on_1_7_and_from_1_10_o
         assert refused == (release < (1, 8) or release >= (1, 10))
 
 
-async def test_non_ringroute_task_is_neutral_for_both_verbs(client: TestClient[Any, Any], metrics: Metrics) -> None:
+async def test_non_ringroute_task_is_neutral_for_both_verbs(client: ServedExtender, metrics: Metrics) -> None:
     task = job().tasks[0]
     del task["Pod"]["metadata"]["labels"]["ring-controller.cce"]
     status, raw = await post(client, "predicate", {"task": task, "node": busy_node()})
@@ -106,7 +111,7 @@ async def test_non_ringroute_task_is_neutral_for_both_verbs(client: TestClient[A
     assert sample(metrics, "ringroute_extender_requests_total", verb="predicate", outcome="neutral") == 1
 
 
-async def test_null_nodes_list_gives_empty_scores(client: TestClient[Any, Any]) -> None:
+async def test_null_nodes_list_gives_empty_scores(client: ServedExtender) -> None:
     status, raw = await post(client, "prioritize", {"task": job().tasks[0], "nodes": None})
     assert status == 200
     assert json.loads(raw) == {"nodeScore": {}, "errorMessage": ""}
@@ -137,7 +142,7 @@ def _with(path: list[Any], value: Any) -> dict[str, Any]:
     ],
 )
 async def test_malformed_bodies_get_400_with_the_field_named(
-    client: TestClient[Any, Any], metrics: Metrics, body: Any, message: str
+    client: ServedExtender, metrics: Metrics, body: Any, message: str
 ) -> None:
     status, raw = await post(client, "prioritize", body)
     assert status == 400
@@ -145,14 +150,14 @@ async def test_malformed_bodies_get_400_with_the_field_named(
     assert sample(metrics, "ringroute_extender_requests_total", verb="prioritize", outcome="bad_request") == 1
 
 
-async def test_predicate_without_a_node_is_a_bad_request(client: TestClient[Any, Any]) -> None:
+async def test_predicate_without_a_node_is_a_bad_request(client: ServedExtender) -> None:
     status, raw = await post(client, "predicate", {"task": job().tasks[0]})
     assert status == 400
     assert json.loads(raw)["error"].startswith("node: missing")
 
 
 async def test_internal_error_degrades_to_neutral_scores_and_is_counted(
-    client: TestClient[Any, Any], metrics: Metrics, monkeypatch: pytest.MonkeyPatch
+    client: ServedExtender, metrics: Metrics, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     def broken(*_: Any) -> dict[str, float]:
         raise RuntimeError("boom")
@@ -165,7 +170,7 @@ async def test_internal_error_degrades_to_neutral_scores_and_is_counted(
 
 
 async def test_internal_error_in_predicate_lets_the_node_fit(
-    client: TestClient[Any, Any], monkeypatch: pytest.MonkeyPatch
+    client: ServedExtender, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     def broken(*_: Any) -> Any:
         raise RuntimeError("boom")
@@ -176,7 +181,7 @@ async def test_internal_error_in_predicate_lets_the_node_fit(
     assert all(predicate_passes(release, raw, ignorable=False) for release in RELEASES)
 
 
-async def test_session_open_seeds_the_plan_and_is_measured(client: TestClient[Any, Any], metrics: Metrics) -> None:
+async def test_session_open_seeds_the_plan_and_is_measured(client: ServedExtender, metrics: Metrics) -> None:
     bert = job("bert", 2)
     nodes = [node("a0", tor("A")), node("a1", tor("A")), node("b0", tor("B")), node("b1", tor("B")), node("c0", {})]
     nodes[1]["Tasks"] = {}
@@ -186,33 +191,33 @@ async def test_session_open_seeds_the_plan_and_is_measured(client: TestClient[An
     assert json.loads(raw) == {}
     assert sample(metrics, "ringroute_extender_session_open_bytes") == len(body)
     assert sample(metrics, "ringroute_extender_session_nodes") == 5
-    state = client.app[STATE_KEY]
+    state = client.state
     assert set(state.jobs) == {bert.job_id}
     _, refusal = await post(client, "predicate", {"task": bert.tasks[0], "node": node("c0", {})})
     assert not predicate_passes((1, 10), refusal, ignorable=False)
     assert sample(metrics, "ringroute_extender_gang_plans_total", outcome="enforced") == 1
 
 
-async def test_empty_session_bodies_are_accepted(client: TestClient[Any, Any]) -> None:
+async def test_empty_session_bodies_are_accepted(client: ServedExtender) -> None:
     assert (await post(client, "onSessionOpen", b""))[0] == 200
     assert (await post(client, "onSessionClose", b"{}"))[0] == 200
     assert (await post(client, "onSessionClose", b"[]"))[0] == 400
 
 
-async def test_allocate_and_deallocate_events_update_the_job_memory(client: TestClient[Any, Any]) -> None:
+async def test_allocate_and_deallocate_events_update_the_job_memory(client: ServedExtender) -> None:
     bert = job("bert", 2)
     allocated = task_info(bert, 0, node="a0", status=2)
     status, raw = await post(client, "allocate", {"task": allocated})
     assert status == 200
     assert json.loads(raw) == {"errorMessage": ""}
-    state = client.app[STATE_KEY]
+    state = client.state
     view = decoded_task(bert.tasks[1])
     assert state.hosted_nodes(view) == {"a0": 1}
     await post(client, "deallocate", {"task": allocated})
     assert state.hosted_nodes(view) == {}
 
 
-async def test_a_large_payload_over_the_default_aiohttp_body_limit_is_accepted(client: TestClient[Any, Any]) -> None:
+async def test_a_large_payload_over_the_default_aiohttp_body_limit_is_accepted(client: ServedExtender) -> None:
     nodes = [node(f"n{i:04d}", tor(f"leaf-{i // 8}"), busy=True) for i in range(1000)]
     body = json.dumps({"task": job().tasks[0], "nodes": nodes}).encode()
     assert len(body) > 1024 * 1024
@@ -221,7 +226,7 @@ async def test_a_large_payload_over_the_default_aiohttp_body_limit_is_accepted(c
     assert len(json.loads(raw)["nodeScore"]) == 1000
 
 
-async def test_healthz_and_metrics_are_served(client: TestClient[Any, Any]) -> None:
+async def test_healthz_and_metrics_are_served(client: ServedExtender) -> None:
     response = await client.get("/extender/healthz")
     assert response.status == 200
     assert await response.text() == "ok"
@@ -242,7 +247,7 @@ async def test_a_body_over_the_limit_is_refused_unread_with_413(metrics: Metrics
         await client.close()
 
 
-async def test_a_body_without_content_length_is_refused_with_411(client: TestClient[Any, Any]) -> None:
+async def test_a_body_without_content_length_is_refused_with_411(client: ServedExtender) -> None:
     async def chunks() -> Any:
         yield json.dumps({"task": job().tasks[0], "nodes": []}).encode()
 
@@ -257,7 +262,7 @@ async def test_a_session_cache_over_its_limit_leaves_the_extender_without_sessio
         bert = job("bert", 2)
         small = session_open([bert], [node("a0", tor("A")), node("a1", tor("A"))])
         assert (await post(client, "onSessionOpen", small))[0] == 200
-        state = client.app[STATE_KEY]
+        state = client.state
         assert state.session_data
         nodes = [node(f"n{i:04d}", tor(f"leaf-{i // 8}"), busy=True) for i in range(1000)]
         status, _ = await post(client, "onSessionOpen", session_open([bert], nodes))
@@ -270,12 +275,12 @@ async def test_a_session_cache_over_its_limit_leaves_the_extender_without_sessio
 
 
 async def test_a_malformed_session_cache_is_refused_with_400_and_dropped(
-    client: TestClient[Any, Any], metrics: Metrics
+    client: ServedExtender, metrics: Metrics
 ) -> None:
     bert = job("bert", 2)
     await post(client, "onSessionOpen", session_open([bert], [node("a0", tor("A"))]))
     status, raw = await post(client, "onSessionOpen", {"Jobs": [], "Nodes": {}})
     assert status == 400
     assert json.loads(raw)["error"] == "Jobs: expected `object | null`, got `array`"
-    assert not client.app[STATE_KEY].session_data
+    assert not client.state.session_data
     assert sample(metrics, "ringroute_extender_requests_total", verb="onSessionOpen", outcome="bad_request") == 1

@@ -7,10 +7,15 @@ from typing import Any
 
 import msgspec
 import orjson
+from aiohttp import ClientSession
 
+from webhook.common.buffered_http import BufferedServer
+from webhook.common.metrics import Metrics
 from webhook.common.settings import Settings
+from webhook.extender.app import ExtenderService, serve_extender
 from webhook.extender.fit import TaskView, read_task
 from webhook.extender.simulation import SimJob, SimNode, make_job, node_info, task_info
+from webhook.extender.state import ExtenderState
 from webhook.extender.wire import NodeInfo, SessionOpenRequest, TaskInfo
 
 RESOURCE = "huawei.com/ascend-1980"
@@ -93,3 +98,37 @@ def decoded_node(info: Mapping[str, Any]) -> NodeInfo:
 def decoded_session(body: Mapping[str, Any]) -> SessionOpenRequest:
     """An OnSessionOpenRequest dict as the extender decodes it."""
     return msgspec.json.decode(orjson.dumps(body), type=SessionOpenRequest)
+
+
+class ServedExtender:
+    """The extender's endpoints served on a free loopback port by the server `ringroute extender` runs, with an
+    aiohttp client session whose relative URLs go to it (`post("/extender/prioritize", ...)`)."""
+
+    def __init__(self, service: ExtenderService, server: BufferedServer, session: ClientSession) -> None:
+        self.service = service
+        self.server = server
+        self.session = session
+
+    @property
+    def state(self) -> ExtenderState:
+        """The served ExtenderState."""
+        return self.service.state
+
+    def post(self, path: str, **options: Any) -> Any:
+        return self.session.post(path, **options)
+
+    def get(self, path: str, **options: Any) -> Any:
+        return self.session.get(path, **options)
+
+    async def close(self) -> None:
+        await self.session.close()
+        await self.server.close(grace_s=1.0)
+
+
+async def serve_extender_for_test(
+    settings: Settings | None = None, metrics: Metrics | None = None, state: ExtenderState | None = None
+) -> ServedExtender:
+    """Serve a fresh ExtenderService on 127.0.0.1 (close with `close()`)."""
+    service = ExtenderService(settings or Settings(), metrics or Metrics(), state)
+    server = await serve_extender(service, "127.0.0.1", 0)
+    return ServedExtender(service, server, ClientSession(base_url=f"http://127.0.0.1:{server.port}"))

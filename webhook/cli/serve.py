@@ -405,21 +405,18 @@ def _extender_main(options: ServeOptions) -> None:
 
 async def run_extender(options: ServeOptions, *, stop: asyncio.Event | None = None) -> int:
     """Serve the scheduler extender until SIGTERM/SIGINT (or `stop`)."""
-    from webhook.common import http_server
     from webhook.common.metrics import Metrics
-    from webhook.extender.app import extender_app
+    from webhook.extender.app import ExtenderService, serve_extender
 
     settings = load_options_settings(options)
     stop = stop_on_signals(stop)
     host, port = parse_address(settings.extender.listen, "extender.listen")
-    runner = await http_server.serve(
-        extender_app(settings, Metrics()), host, port, settings.extender.server, shutdown_timeout=SHUTDOWN_GRACE_S
-    )
+    server = await serve_extender(ExtenderService(settings, Metrics()), host, port)
     log.info("event=extender_listening address=%s:%d pid=%d", host, port, os.getpid())
     gc.collect()
     gc.freeze()
     await stop.wait()
-    await runner.cleanup()
+    await server.close(SHUTDOWN_GRACE_S)
     return 0
 
 

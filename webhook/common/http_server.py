@@ -29,6 +29,7 @@ import socket
 import ssl
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any, TypeVar
 
 from aiohttp import web
 
@@ -38,7 +39,7 @@ log = logging.getLogger("ringroute.http")
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
-_CONNECTING, _IDLE, _HEADERS, _BUSY = "connecting", "idle", "headers", "busy"
+CONNECTING, IDLE, HEADERS, BUSY = "connecting", "idle", "headers", "busy"
 """A connection's states: in its TLS handshake; waiting for a request; reading a request's headers; in a handler."""
 
 
@@ -46,18 +47,42 @@ _EVICTION_RETRY_S = 0.2
 """At the cap with no connection evictable, how often to look again while a client waits in the backlog."""
 
 
+LimitedConnectionT = TypeVar("LimitedConnectionT", bound="LimitedConnection")
+
+
 class BodyTimeoutError(TimeoutError):
     """A request body did not arrive within the body timeout (or room for it did not free up)."""
 
 
-class Connection(asyncio.Protocol):
+class LimitedConnection(asyncio.BaseProtocol):
+    """What a ConnectionLimiter needs of a connection: its state, whether it may be closed to make room, how to
+    close it. `Connection` (aiohttp's protocol inside) and `webhook.common.buffered_http`'s connections are ones."""
+
+    state: str
+    released: bool
+    transport: asyncio.BaseTransport | None
+
+    def evictable(self) -> bool:
+        """Idle, with nothing of a response left to write."""
+        transport = self.transport
+        return isinstance(transport, asyncio.WriteTransport) and transport.get_write_buffer_size() == 0
+
+    def abort(self, why: str) -> None:
+        """Close at once (a TLS connection without its closing handshake)."""
+        transport = self.transport
+        if isinstance(transport, asyncio.WriteTransport) and not transport.is_closing():
+            log.debug("event=connection_closed reason=%s peer=%s", why, transport.get_extra_info("peername"))
+            transport.abort()
+
+
+class Connection(LimitedConnection, asyncio.Protocol):
     """One client connection: aiohttp's protocol inside, the limiter's bookkeeping around it."""
 
     def __init__(self, limiter: ConnectionLimiter, inner: asyncio.Protocol) -> None:
         self.limiter = limiter
         self.inner = inner
         self.transport: asyncio.Transport | None = None
-        self.state = _CONNECTING
+        self.state = CONNECTING
         self.timer: asyncio.TimerHandle | None = None
         self.pending = False
         """Bytes of a next request arrived while a handler ran (pipelining)."""
@@ -79,10 +104,10 @@ class Connection(asyncio.Protocol):
         self._arm()
 
     def data_received(self, data: bytes) -> None:
-        if self.state == _IDLE and data:
-            self.limiter.busy(self, _HEADERS)
+        if self.state == IDLE and data:
+            self.limiter.busy(self, HEADERS)
             self._arm()
-        elif self.state == _BUSY and data and (self.request is None or self.request.content.is_eof()):
+        elif self.state == BUSY and data and (self.request is None or self.request.content.is_eof()):
             self.pending = True
         self.inner.data_received(data)
 
@@ -104,7 +129,7 @@ class Connection(asyncio.Protocol):
 
     def request_started(self, request: web.BaseRequest) -> None:
         self._disarm()
-        self.limiter.busy(self, _BUSY)
+        self.limiter.busy(self, BUSY)
         self.pending = False
         self.request = request
 
@@ -118,18 +143,8 @@ class Connection(asyncio.Protocol):
             return
         self.limiter.idle(self)
         if self.pending:  # the next request's bytes are here already: its headers are due
-            self.limiter.busy(self, _HEADERS)
+            self.limiter.busy(self, HEADERS)
             self._arm()
-
-    def evictable(self) -> bool:
-        """Idle, with nothing of a response left to write."""
-        return self.transport is not None and self.transport.get_write_buffer_size() == 0
-
-    def abort(self, why: str) -> None:
-        """Close at once (a TLS connection without its closing handshake)."""
-        if self.transport is not None and not self.transport.is_closing():
-            log.debug("event=connection_closed reason=%s peer=%s", why, self.transport.get_extra_info("peername"))
-            self.transport.abort()
 
     def _arm(self) -> None:
         self._disarm()
@@ -143,7 +158,7 @@ class Connection(asyncio.Protocol):
 
     def _headers_late(self) -> None:
         self.timer = None
-        if self.state in (_IDLE, _HEADERS) and (self.state == _HEADERS or self.limiter.first_request_pending(self)):
+        if self.state in (IDLE, HEADERS) and (self.state == HEADERS or self.limiter.first_request_pending(self)):
             self.limiter.header_timeouts += 1
             self.abort("header_timeout")
 
@@ -154,9 +169,9 @@ class ConnectionLimiter:
     def __init__(self, limits: ServerLimits) -> None:
         self.limits = limits
         self.open = 0
-        self._idle: OrderedDict[Connection, None] = OrderedDict()
+        self._idle: OrderedDict[LimitedConnection, None] = OrderedDict()
         """Idle connections, longest idle first."""
-        self._fresh: set[Connection] = set()
+        self._fresh: set[LimitedConnection] = set()
         """Connections that have not started a request yet."""
         self._changed = asyncio.Event()
         self._by_handler: dict[object, Connection] = {}
@@ -171,36 +186,41 @@ class ConnectionLimiter:
     # -- connections -----------------------------------------------------------------------------------------------
 
     def connection(self, inner: asyncio.Protocol) -> Connection:
-        """A new connection (counted against the cap until released)."""
-        self.open += 1
+        """A new connection around aiohttp's protocol `inner` (counted against the cap until released)."""
         conn = Connection(self, inner)
         self._by_handler[inner] = conn
+        return self.add(conn)
+
+    def add(self, conn: LimitedConnectionT) -> LimitedConnectionT:
+        """Count a new connection against the cap until it is released."""
+        self.open += 1
         self._fresh.add(conn)
         return conn
 
-    def release(self, conn: Connection) -> None:
+    def release(self, conn: LimitedConnection) -> None:
         if conn.released:
             return
         conn.released = True
         self.open -= 1
         self._idle.pop(conn, None)
         self._fresh.discard(conn)
-        self._by_handler.pop(conn.inner, None)
+        if isinstance(conn, Connection):
+            self._by_handler.pop(conn.inner, None)
         self._changed.set()
 
-    def idle(self, conn: Connection) -> None:
-        conn.state = _IDLE
+    def idle(self, conn: LimitedConnection) -> None:
+        conn.state = IDLE
         self._idle[conn] = None
         self._idle.move_to_end(conn)
         self._changed.set()
 
-    def busy(self, conn: Connection, state: str) -> None:
+    def busy(self, conn: LimitedConnection, state: str) -> None:
         conn.state = state
         self._idle.pop(conn, None)
-        if state == _BUSY:
+        if state == BUSY:
             self._fresh.discard(conn)
 
-    def first_request_pending(self, conn: Connection) -> bool:
+    def first_request_pending(self, conn: LimitedConnection) -> bool:
         """The connection has not started its first request."""
         return conn in self._fresh
 
@@ -236,9 +256,26 @@ class ConnectionLimiter:
     @contextlib.asynccontextmanager
     async def body_room(self, size: int, deadline: float) -> AsyncIterator[None]:
         """Hold `size` bytes of the body buffer while a body is read; wait for room until `deadline`."""
+        held = await self.reserve_body(size, deadline)
+        try:
+            yield
+        finally:
+            self.release_body(held)
+
+    def try_reserve_body(self, size: int) -> int | None:
+        """Hold room for a body of `size` bytes in the body buffer now: the bytes held (give them back with
+        `release_body`), or None when it does not fit beside the bodies being read. A body larger than the whole
+        buffer gets the whole buffer, once no other is being read."""
         size = min(size, self.limits.body_buffer_mib * 2**20)
+        if self._buffered and self._buffered + size > self.limits.body_buffer_mib * 2**20:
+            return None
+        self._buffered += size
+        return size
+
+    async def reserve_body(self, size: int, deadline: float) -> int:
+        """`try_reserve_body`, waiting for room until `deadline` (BodyTimeoutError after it)."""
         loop = asyncio.get_running_loop()
-        while self._buffered and self._buffered + size > self.limits.body_buffer_mib * 2**20:
+        while (held := self.try_reserve_body(size)) is None:
             self._buffer_freed.clear()
             try:
                 async with asyncio.timeout_at(deadline):
@@ -247,12 +284,12 @@ class ConnectionLimiter:
                 raise BodyTimeoutError("no room to read the body within the body timeout") from None
             if loop.time() >= deadline:
                 raise BodyTimeoutError("no room to read the body within the body timeout")
-        self._buffered += size
-        try:
-            yield
-        finally:
-            self._buffered -= size
-            self._buffer_freed.set()
+        return held
+
+    def release_body(self, held: int) -> None:
+        """Give back room held for a body."""
+        self._buffered -= held
+        self._buffer_freed.set()
 
 
 async def _readable(sock: socket.socket) -> None:
@@ -391,19 +428,8 @@ class LimitedSite(web.BaseSite):
     async def start(self) -> None:
         await super().start()
         loop = asyncio.get_running_loop()
-        sockets = []
         infos = await loop.getaddrinfo(self._host, self._port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
-        for family, kind, proto, _name, address in dict.fromkeys(infos):
-            sock = socket.socket(family, kind, proto)
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            if self._reuse_port:
-                sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
-            if family == socket.AF_INET6:
-                sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
-            sock.bind(address)
-            sock.listen(self._backlog)
-            sock.setblocking(False)
-            sockets.append(sock)
+        sockets = listening_sockets(infos, backlog=self._backlog, reuse_port=self._reuse_port)
         tasks = [asyncio.create_task(self._accept(sock), name=f"accept-{self.name}") for sock in sockets]
         self._server = _Listener(sockets, tasks)
 
@@ -413,41 +439,79 @@ class LimitedSite(web.BaseSite):
             task.cancel()
 
     async def _accept(self, sock: socket.socket) -> None:
-        loop = asyncio.get_running_loop()
-        while True:
-            await self._limiter.room(sock)
-            try:
-                client, _ = await loop.sock_accept(sock)
-            except OSError as exc:  # out of file descriptors, or the client gave up: wait a moment, go on
-                log.warning("event=accept_failed error=%r", exc)
-                await asyncio.sleep(0.1)
-                continue
-            # Counted now, not when the handshake task runs: the next turn of this loop checks the cap.
-            server = self._runner.server
-            assert server is not None
-            conn = self._limiter.connection(server())
-            task = asyncio.create_task(self._connect(client, conn))
-            self._connecting.add(task)
-            task.add_done_callback(self._connecting.discard)
+        server = self._runner.server
+        assert server is not None
+        await accept_connections(
+            sock,
+            self._limiter,
+            lambda: self._limiter.connection(server()),
+            ssl_context=self._ssl_context,
+            connecting=self._connecting,
+        )
 
-    async def _connect(self, client: socket.socket, conn: Connection) -> None:
-        timeout = self._limiter.limits.header_timeout_s
+
+async def accept_connections(
+    sock: socket.socket,
+    limiter: ConnectionLimiter,
+    new_connection: Callable[[], LimitedConnection],
+    *,
+    ssl_context: ssl.SSLContext | None,
+    connecting: set[asyncio.Task[None]],
+) -> None:
+    """Accept connections on a listening socket within the limiter's cap, forever; `new_connection` makes the
+    protocol of each (already counted by the limiter), `connecting` holds the tasks still in their handshake."""
+    loop = asyncio.get_running_loop()
+    while True:
+        await limiter.room(sock)
         try:
-            await asyncio.get_running_loop().connect_accepted_socket(
-                lambda: conn,
-                client,
-                ssl=self._ssl_context,
-                ssl_handshake_timeout=timeout if self._ssl_context else None,
-                ssl_shutdown_timeout=timeout if self._ssl_context else None,
-            )
-        except (OSError, ssl.SSLError, TimeoutError, ConnectionError) as exc:
-            log.debug("event=handshake_failed error=%r", exc)
-            client.close()
-            self._limiter.release(conn)
-        except asyncio.CancelledError:
-            client.close()
-            self._limiter.release(conn)
-            raise
+            client, _ = await loop.sock_accept(sock)
+        except OSError as exc:  # out of file descriptors, or the client gave up: wait a moment, go on
+            log.warning("event=accept_failed error=%r", exc)
+            await asyncio.sleep(0.1)
+            continue
+        # Counted now, not when the handshake task runs: the next turn of this loop checks the cap.
+        task = asyncio.create_task(_connect(client, new_connection(), limiter, ssl_context))
+        connecting.add(task)
+        task.add_done_callback(connecting.discard)
+
+
+async def _connect(
+    client: socket.socket, conn: LimitedConnection, limiter: ConnectionLimiter, ssl_context: ssl.SSLContext | None
+) -> None:
+    timeout = limiter.limits.header_timeout_s
+    try:
+        await asyncio.get_running_loop().connect_accepted_socket(
+            lambda: conn,
+            client,
+            ssl=ssl_context,
+            ssl_handshake_timeout=timeout if ssl_context else None,
+            ssl_shutdown_timeout=timeout if ssl_context else None,
+        )
+    except (OSError, ssl.SSLError, TimeoutError, ConnectionError) as exc:
+        log.debug("event=handshake_failed error=%r", exc)
+        client.close()
+        limiter.release(conn)
+    except asyncio.CancelledError:
+        client.close()
+        limiter.release(conn)
+        raise
+
+
+def listening_sockets(infos: list[Any], *, backlog: int, reuse_port: bool) -> list[socket.socket]:
+    """Bound, listening, non-blocking sockets for the addresses `getaddrinfo` gave for host:port."""
+    sockets = []
+    for family, kind, proto, _name, address in dict.fromkeys(infos):
+        sock = socket.socket(family, kind, proto)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        if reuse_port:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+        if family == socket.AF_INET6:
+            sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+        sock.bind(address)
+        sock.listen(backlog)
+        sock.setblocking(False)
+        sockets.append(sock)
+    return sockets
 
 
 def keep_freed_memory_returnable() -> None:
@@ -514,10 +578,13 @@ __all__ = [
     "BodyTimeoutError",
     "Connection",
     "ConnectionLimiter",
+    "LimitedConnection",
     "LimitedSite",
+    "accept_connections",
     "body_window",
     "ensure_open_files",
     "keep_freed_memory_returnable",
+    "listening_sockets",
     "read_body",
     "serve",
 ]

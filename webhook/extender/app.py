@@ -11,15 +11,15 @@ from __future__ import annotations
 import gc
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from typing import Any, TypeVar
 
 import msgspec
 import orjson
-from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
-from webhook.common.http_server import BodyTimeoutError, body_window
+from webhook.common import buffered_http
+from webhook.common.buffered_http import Endpoint, Reply, Request
 from webhook.common.metrics import Metrics
 from webhook.common.settings import Settings, volcano_release
 from webhook.extender import scoring
@@ -38,16 +38,13 @@ from webhook.extender.wire import (
 
 log = logging.getLogger(__name__)
 
-STATE_KEY = web.AppKey("extender_state", ExtenderState)
-"""The app's ExtenderState (node view, session jobs, gang plans)."""
-
 PREFIX = "/extender"
 
 Outcome = str
 VerbResult = tuple[Any, Outcome]
 Body = bytes | bytearray | memoryview
-"""A request body: bytes, or a view of the buffer `read_body` fills."""
-Request = TypeVar("Request", bound=msgspec.Struct)
+"""A request body: bytes, or a view of the server's receive buffer."""
+Decoded = TypeVar("Decoded", bound=msgspec.Struct)
 
 
 KEPT_BUFFER_BYTES = 32 * 2**20
@@ -90,7 +87,7 @@ _DECODERS: dict[type[Any], msgspec.json.Decoder[Any]] = {
 }
 
 
-def decode(kind: type[Request], raw: Body) -> Request:
+def decode(kind: type[Decoded], raw: Body) -> Decoded:
     """Decode a request body into `kind`; PayloadError with the field path when it does not fit."""
     try:
         return _DECODERS[kind].decode(raw)  # type: ignore[no-any-return]
@@ -162,13 +159,13 @@ class ExtenderService:
         else:
             self.state.mark_fresh(names)
             try:
-                paths = self.state.known_paths(names)
-                if paths is None:
+                path_ids = self.state.known_path_ids(names)
+                if path_ids is None:
                     full = decode(PrioritizeRequest, raw)
                     scores = scoring.prioritize(task, full.nodes or [], self.state)
                 else:
                     scores = scoring.prioritize(
-                        task, lean.nodes or [], self.state, names_only=True, paths=paths, names=names
+                        task, lean.nodes or [], self.state, names_only=True, path_ids=path_ids, names=names
                     )
             finally:
                 self.state.mark_fresh(())
@@ -228,47 +225,49 @@ class ExtenderService:
         return {"errorMessage": ""}, "ok" if task.profile is not None else "neutral"
 
 
-def extender_app(settings: Settings, metrics: Metrics, *, state: ExtenderState | None = None) -> web.Application:
-    """The extender application: POST `/extender/predicate`, `/prioritize`, `/onSessionOpen`, `/onSessionClose`,
-    `/allocate`, `/deallocate`; GET `/extender/healthz` and `/metrics`.
-
-    `state` lets tests supply an ExtenderState (e.g. with a fake clock).
-    """
-    service = ExtenderService(settings, metrics, state)
-    # Bodies are read by `read_body` against the extender's own limits.
-    app = web.Application(
-        client_max_size=max(settings.extender.max_body_mib, settings.extender.max_session_open_mib) * 2**20
-    )
-    app[STATE_KEY] = service.state
+def extender_endpoints(service: ExtenderService) -> dict[str, Endpoint]:
+    """The extender's endpoints: POST `/extender/predicate`, `/prioritize`, `/onSessionOpen`, `/onSessionClose`,
+    `/allocate`, `/deallocate`; GET `/extender/healthz` and `/metrics`."""
+    settings, metrics = service.settings, service.metrics
     neutral_predicate: Any = predicate_answer(scoring.FITS, service.release)
-    verbs: list[tuple[str, Callable[[Body], VerbResult], Any]] = [
-        ("predicate", service.predicate, neutral_predicate),
-        ("prioritize", service.prioritize, {"nodeScore": {}, "errorMessage": ""}),
-        ("onSessionOpen", service.session_open, {}),
-        ("onSessionClose", service.session_close, {}),
-        ("allocate", service.allocate, {"errorMessage": ""}),
-        ("deallocate", service.deallocate, {"errorMessage": ""}),
-    ]
     max_body = settings.extender.max_body_mib * 2**20
     max_session = settings.extender.max_session_open_mib * 2**20
-    buffers = ReceiveBuffer(keep_bytes=min(max_body, KEPT_BUFFER_BYTES))
-    for verb, work, neutral in verbs:
-        if verb == "onSessionOpen":
-            handler = _handler(
-                verb, work, neutral, metrics, buffers, max_body=max_session, on_too_large=service.session_too_large
-            )
-        elif verb == "onSessionClose":
-            handler = _handler(verb, work, neutral, metrics, buffers, max_body=SESSION_CLOSE_MAX_BYTES)
-        else:
-            handler = _handler(verb, work, neutral, metrics, buffers, max_body=max_body)
-        app.router.add_post(f"{PREFIX}/{verb}", handler)
-    app.router.add_get(f"{PREFIX}/healthz", _healthz)
+    endpoints = {
+        f"{PREFIX}/predicate": _endpoint("predicate", service.predicate, neutral_predicate, metrics, max_body),
+        f"{PREFIX}/prioritize": _endpoint(
+            "prioritize", service.prioritize, {"nodeScore": {}, "errorMessage": ""}, metrics, max_body
+        ),
+        f"{PREFIX}/onSessionOpen": _endpoint(
+            "onSessionOpen", service.session_open, {}, metrics, max_session, on_too_large=service.session_too_large
+        ),
+        f"{PREFIX}/onSessionClose": _endpoint(
+            "onSessionClose", service.session_close, {}, metrics, SESSION_CLOSE_MAX_BYTES
+        ),
+        f"{PREFIX}/allocate": _endpoint("allocate", service.allocate, {"errorMessage": ""}, metrics, max_body),
+        f"{PREFIX}/deallocate": _endpoint("deallocate", service.deallocate, {"errorMessage": ""}, metrics, max_body),
+    }
 
-    async def metrics_page(_: web.Request) -> web.Response:
-        return web.Response(body=generate_latest(metrics.registry), headers={"Content-Type": CONTENT_TYPE_LATEST})
+    def healthz(_request: Request) -> Reply:
+        return Reply(200, b"ok", "text/plain; charset=utf-8")
 
-    app.router.add_get("/metrics", metrics_page)
-    return app
+    def metrics_page(_request: Request) -> Reply:
+        return Reply(200, generate_latest(metrics.registry), CONTENT_TYPE_LATEST)
+
+    endpoints[f"{PREFIX}/healthz"] = Endpoint(healthz, methods=frozenset({"GET"}))
+    endpoints["/metrics"] = Endpoint(metrics_page, methods=frozenset({"GET"}))
+    return endpoints
+
+
+async def serve_extender(
+    service: ExtenderService, host: str, port: int, *, reuse_port: bool = False
+) -> buffered_http.BufferedServer:
+    """Serve the extender's endpoints on host:port within `extender.server`; stop with `await server.close()`.
+    The bound port is `server.port` (for port 0)."""
+    settings = service.settings.extender
+    keep = min(settings.max_body_mib * 2**20, KEPT_BUFFER_BYTES)
+    return await buffered_http.serve(
+        extender_endpoints(service), host, port, settings.server, keep_buffer_bytes=keep, reuse_port=reuse_port
+    )
 
 
 def _task(task: TaskInfo | None, settings: Settings) -> TaskView:
@@ -289,10 +288,6 @@ def _plan_logger(metrics: Metrics) -> Callable[[TaskView, JobPlan | None], None]
     return on_plan
 
 
-async def _healthz(_request: web.Request) -> web.Response:
-    return web.Response(text="ok")
-
-
 def _blank(raw: Body) -> bool:
     """An empty body (Volcano sends `{}`, other senders nothing); long bodies are never blank."""
     return len(raw) < 64 and not bytes(raw).strip()
@@ -308,43 +303,23 @@ def _json_object(raw: Body) -> dict[str, Any]:
     return body
 
 
-def _handler(
+def _endpoint(
     verb: str,
     work: Callable[[Body], VerbResult],
     neutral: Any,
     metrics: Metrics,
-    buffers: ReceiveBuffer,
-    *,
     max_body: int,
+    *,
     on_too_large: Callable[[int], None] | None = None,
-) -> Callable[[web.Request], Awaitable[web.Response]]:
-    async def handle(request: web.Request) -> web.Response:
-        started = time.perf_counter()
+) -> Endpoint:
+    def handle(request: Request) -> Reply:
         outcome = "bad_request"
-        raw: memoryview | None = None
         try:
-            try:
-                raw = await read_body(request, max_body, buffers)
-            except BodyTimeoutError:
-                outcome = "body_timeout"  # answered 408 by the server, which closes the connection
-                raise
-            except BodyRefusedError as exc:
-                # Refused unread, and the connection closed so the rest is never read either. Volcano (with the
-                # required `extender.ignorable: true`) then goes on without the extender for this call.
-                outcome = "too_large"
-                log.warning("event=extender_body_refused verb=%s status=%d error=%r", verb, exc.status, str(exc))
-                if on_too_large is not None:
-                    on_too_large(request.content_length or 0)
-                refusal = web.Response(
-                    status=exc.status, body=orjson.dumps({"error": str(exc)}), content_type="application/json"
-                )
-                refusal.force_close()
-                return refusal
             # The decoded request is acyclic and freed by reference counting; letting the cyclic collector run
             # in the middle of a 10,000-node call only walks thousands of fresh objects (a third of the time).
             gc.disable()
             try:
-                answer, outcome = work(raw)
+                answer, outcome = work(request.body)
             except PayloadError as exc:
                 return _error(verb, 400, str(exc))
             except Exception:
@@ -353,88 +328,26 @@ def _handler(
                 answer, outcome = neutral, "degraded"
             finally:
                 gc.enable()
-            return web.Response(body=orjson.dumps(answer), content_type="application/json")
+            return Reply(200, orjson.dumps(answer))
         finally:
-            if raw is not None:
-                buffers.give_back(raw)
             metrics.extender_requests.labels(verb=verb, outcome=outcome).inc()
-            metrics.extender_latency.labels(verb=verb).observe(time.perf_counter() - started)
+            metrics.extender_latency.labels(verb=verb).observe(time.perf_counter() - request.started)
 
-    return handle
+    def refused(status: int, length: int) -> None:
+        # Refused unread (411, 413) or too slow (408), and the connection closed. Volcano (with the required
+        # `extender.ignorable: true`) then goes on without the extender for this call.
+        metrics.extender_requests.labels(verb=verb, outcome="body_timeout" if status == 408 else "too_large").inc()
+        if status != 408:
+            log.warning("event=extender_body_refused verb=%s status=%d bytes=%d", verb, status, length)
+            if on_too_large is not None:
+                on_too_large(length)
+
+    return Endpoint(handle, max_body=max_body, on_refused=refused)
 
 
-def _error(verb: str, status: int, message: str) -> web.Response:
+def _error(verb: str, status: int, message: str) -> Reply:
     log.warning("event=extender_bad_request verb=%s status=%d error=%r", verb, status, message[:500])
-    return web.Response(status=status, body=orjson.dumps({"error": message}), content_type="application/json")
+    return Reply(status, orjson.dumps({"error": message}))
 
 
-class BodyRefusedError(ValueError):
-    """The request body is refused unread: over the verb's limit (413) or without Content-Length (411)."""
-
-    def __init__(self, status: int, message: str) -> None:
-        super().__init__(message)
-        self.status = status
-
-
-class ReceiveBuffer:
-    """Keeps the buffer of the largest body read so far (up to `keep_bytes`) for the next large body.
-
-    A fresh multi-megabyte buffer is zero-filled memory the kernel maps page by page as it is written: at 10,000
-    candidates (16 MB) that costs more than copying the body in. Calls that size come one after another from one
-    scheduler, so one kept buffer serves them; a body arriving while it is in use gets a buffer of its own.
-    """
-
-    SMALL_BYTES = 1 << 20
-    """Bodies below this get a buffer of their own (cheap), and never displace the kept one."""
-
-    def __init__(self, keep_bytes: int) -> None:
-        self.keep_bytes = keep_bytes
-        self._idle: bytearray | None = None
-
-    def take(self, length: int) -> bytearray:
-        """A buffer of at least `length` bytes, owned by the caller until `give_back`."""
-        kept = self._idle
-        if length >= self.SMALL_BYTES and kept is not None and len(kept) >= length:
-            self._idle = None
-            return kept
-        return bytearray(length)
-
-    def give_back(self, view: memoryview) -> None:
-        """Return the buffer behind `view` (which is released) once the request is answered."""
-        buffer = view.obj
-        view.release()
-        if not isinstance(buffer, bytearray) or not self.SMALL_BYTES <= len(buffer) <= self.keep_bytes:
-            return
-        if self._idle is None or len(buffer) > len(self._idle):
-            self._idle = buffer
-
-
-async def read_body(request: web.Request, limit: int, buffers: ReceiveBuffer) -> memoryview:
-    """The request body, read into a buffer from `buffers` sized from Content-Length, chunk by chunk: one copy
-    instead of aiohttp's growing buffer plus a final copy. Volcano always sends Content-Length; a body without
-    one, or over `limit`, is refused before any of it is buffered. The caller gives the view back to `buffers`."""
-    length = request.content_length
-    if length is None:
-        raise BodyRefusedError(411, "body: Content-Length is required (Volcano always sends it)")
-    if length > limit:
-        shown = f"{limit // 2**20} MiB" if limit >= 2**20 else f"{limit // 1024} KiB"
-        raise BodyRefusedError(413, f"body: {length} bytes is over the {shown} limit")
-    filled = 0
-    # Room in the server's body buffer first (extender.server.bodyBufferMib), then the body within its timeout.
-    async with body_window(request, length):
-        buffer = buffers.take(length)
-        view = memoryview(buffer)
-        try:
-            while filled < length:
-                chunk = await request.content.readany()
-                if not chunk:
-                    break
-                view[filled : filled + len(chunk)] = chunk
-                filled += len(chunk)
-        except BaseException:
-            buffers.give_back(view)
-            raise
-    return view[:filled] if filled < len(buffer) else view
-
-
-__all__ = ["PREFIX", "STATE_KEY", "ExtenderService", "PayloadError", "decode", "extender_app"]
+__all__ = ["PREFIX", "ExtenderService", "PayloadError", "decode", "extender_endpoints", "serve_extender"]

@@ -24,6 +24,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from itertools import repeat
 
 from webhook.extender.fit import TaskView, node_cards
 from webhook.extender.state import ExtenderState, JobPlan, Path
@@ -104,16 +105,17 @@ def prioritize(
     state: ExtenderState,
     *,
     names_only: bool = False,
-    paths: Sequence[Path | None] | None = None,
+    path_ids: Sequence[int] | None = None,
     names: Sequence[str] | None = None,
 ) -> dict[str, float]:
     """Scores per node name for a judged task (weighted by `extender.scoreWeight`); empty for any other task.
 
     `nodes` are NodeViews (their labels give the topology), or, while a session's cache is known, bare names
-    whose topology comes from the session or `paths` (`names_only` says so without looking at each). Volcano offers
-    prioritize only nodes whose future idle fits the task (for a route-planned task: every card free), so each
-    candidate counts as room under its leaf. Scores are computed per leaf and spread to the candidates with
-    C-level loops: at 10,000 candidates Python-level work per node would be a third of the call.
+    whose topology comes from the session or `path_ids` (numbers in `state.path_table`; `names_only` says so
+    without looking at each). Volcano offers prioritize only nodes whose future idle fits the task (for a
+    route-planned task: every card free), so each candidate counts as room under its leaf. Scores are computed
+    per path and spread to the candidates by path number with C-level loops: at 10,000 candidates Python-level
+    work per node would be a third of the call.
     """
     if task.profile is None:
         return {}
@@ -123,25 +125,30 @@ def prioritize(
         state.observe(views, task)
     if names is None:
         names = [info.Name for info in nodes]
-    if paths is not None:
-        node_paths = list(paths)
+    table = state.path_table
+    if path_ids is not None:
+        ids = list(path_ids)
     elif views:
-        read_path = state.read_path
-        node_paths = [read_path(_labels(info)) if isinstance(info, NodeView) else None for info in nodes]
+        read_path, number_of = state.read_path, table.number
+        ids = [number_of(read_path(_labels(info))) if isinstance(info, NodeView) else 0 for info in nodes]
     else:
         # Names only (the session's cache has the labels): the lookups and counts below run in C.
-        node_paths = list(map(state.session_paths.get, names))
+        ids = list(map(state.session_path_ids.get, names, repeat(0)))
+    counts = Counter(ids)
+    paths = {number: table.paths[number] for number in counts}
     room: dict[str, int] = {}
     spine_room: dict[str, int] = {}
-    for path, count in Counter(node_paths).items():
+    for number, count in counts.items():
+        path = paths[number]
         if path:
             room[path[0]] = room.get(path[0], 0) + count
             if len(path) > 1:
                 spine_room[path[1]] = spine_room.get(path[1], 0) + count
-    leaf_scores = _leaf_scores(task, state, set(node_paths), room=room, spine_room=spine_room)
     weight = state.settings.extender.score_weight
-    weighted = {path: weight * score for path, score in leaf_scores.items()}
-    scores = dict(zip(names, map(weighted.__getitem__, node_paths), strict=True))
+    weighted = [0.0] * len(table)
+    for number, score in _leaf_scores(task, state, paths, room=room, spine_room=spine_room).items():
+        weighted[number] = weight * score
+    scores = dict(zip(names, map(weighted.__getitem__, ids), strict=True))
     plan = state.plan_for(task)
     if plan is not None:
         plan_score = weight * PLAN_BASE
@@ -159,12 +166,12 @@ def _labels(info: NodeView) -> Mapping[str, str] | None:
 def _leaf_scores(
     task: TaskView,
     state: ExtenderState,
-    paths: set[Path | None],
+    paths: Mapping[int, Path | None],
     *,
     room: Mapping[str, int],
     spine_room: Mapping[str, int],
-) -> dict[Path | None, float]:
-    """Leaf-tier score (0-85) per topology path (None, a node without topology labels: 0)."""
+) -> dict[int, float]:
+    """Leaf-tier score (0-85) per path number (a node without topology labels: 0)."""
     hosted_leaves: dict[str, int] = {}
     hosted_spines: dict[str, int] = {}
     for node_name, count in state.hosted_nodes(task).items():
@@ -177,9 +184,9 @@ def _leaf_scores(
     need = _remaining(task, state, sum(hosted_leaves.values()))
     max_room = max(room.values(), default=1) or 1
     max_hosted = max(hosted_leaves.values(), default=1) or 1
-    scores: dict[Path | None, float] = {}
-    for path in paths:
-        scores[path] = (
+    scores: dict[int, float] = {}
+    for number, path in paths.items():
+        scores[number] = (
             _leaf_score(
                 path,
                 room=room,

@@ -161,6 +161,29 @@ class _JobMemory:
     touched: float = 0.0
 
 
+class PathTable:
+    """Topology paths numbered in order of appearance, 0 standing for no topology: prioritize counts candidates
+    per path and looks up their scores by number (a list index) rather than by tuple (hashed at every lookup)."""
+
+    SLACK = 1024
+    """Numbers of forgotten paths tolerated before the live ones are numbered afresh."""
+
+    def __init__(self) -> None:
+        self.paths: list[Path | None] = [None]
+        self._numbers: dict[Path | None, int] = {None: 0}
+
+    def number(self, path: Path | None) -> int:
+        """The path's number, given now if it has none."""
+        found = self._numbers.get(path)
+        if found is None:
+            found = self._numbers[path] = len(self.paths)
+            self.paths.append(path)
+        return found
+
+    def __len__(self) -> int:
+        return len(self.paths)
+
+
 class ExtenderState:
     """The extender's memory; see the module docstring."""
 
@@ -173,8 +196,10 @@ class ExtenderState:
         self._node_bytes: dict[str, int] = {}
         self._stored_bytes = 0
         self._byte_budget = settings.extender.max_state_mib * 2**20
-        self._paths: dict[str, Path | None] = {}
-        """Topology path per node whose view is kept and whose labels were read within PATH_TTL_S."""
+        self.path_table = PathTable()
+        """Numbers of the topology paths below (prioritize counts and scores leaves by number)."""
+        self._path_ids: dict[str, int] = {}
+        """Topology path number per node whose view is kept and whose labels were read within PATH_TTL_S."""
         self._path_read_at: dict[str, float] = {}
         self._fresh: frozenset[str] = frozenset()
         """Candidates of the prioritize call being answered: Volcano found them free just now."""
@@ -184,8 +209,8 @@ class ExtenderState:
         """The current session's scheduler cache was read (job facts and node paths are exact)."""
         self.jobs: dict[str, JobFacts] = {}
         """ringroute jobs of the current session (empty without onSessionOpen)."""
-        self.session_paths: dict[str, Path | None] = {}
-        """Topology path of every node of the session's cache, read once at session open."""
+        self.session_path_ids: dict[str, int] = {}
+        """Topology path number (in `path_table`) of every node of the session's cache, read at session open."""
         self._memory: dict[str, _JobMemory] = {}
         self._session_cards: dict[str, int] = {}
         """Cards allocated per node in this session by allocate events (minus deallocations)."""
@@ -201,12 +226,13 @@ class ExtenderState:
         nodes = request.Nodes or {}
         self.nodes = {}
         self._node_bytes = {}
-        self._paths = {}
+        self._path_ids = {}
+        self.path_table = PathTable()
         self._path_read_at = {}
         self._stored_bytes = 0
         for name, info in nodes.items():
             self._remember(info.Name or name, info)
-        self.session_paths = {name: self.path_of(name, info) for name, info in self.nodes.items()}
+        self.session_path_ids = dict(self._path_ids)
         previous = self.session
         self.session += 1
         self.session_data = True
@@ -237,7 +263,7 @@ class ExtenderState:
         self.session += 1
         self.session_data = False
         self.jobs = {}
-        self.session_paths = {}
+        self.session_path_ids = {}
         self._session_cards.clear()
         for memory in self._memory.values():
             memory.plan = None
@@ -318,7 +344,7 @@ class ExtenderState:
         self.nodes.pop(name, None)
         self.nodes[name] = info
         self._node_bytes[name] = size
-        self._paths[name] = self.read_path(node_labels(info))
+        self._path_ids[name] = self.path_table.number(self.read_path(node_labels(info)))
         self._path_read_at[name] = self.clock()
         if self._stored_bytes > self._byte_budget or len(self.nodes) > MAX_REMEMBERED_NODES:
             target = self._byte_budget * 3 // 4
@@ -326,18 +352,18 @@ class ExtenderState:
                 if self._stored_bytes <= target and len(self.nodes) <= MAX_REMEMBERED_NODES * 3 // 4:
                     break
                 del self.nodes[oldest]
-                self._paths.pop(oldest, None)
+                self._path_ids.pop(oldest, None)
                 self._path_read_at.pop(oldest, None)
                 self._stored_bytes -= self._node_bytes.pop(oldest, 0)
 
-    def known_paths(self, names: Sequence[str]) -> Sequence[Path | None] | None:
-        """The topology path of every node in `names` read within PATH_TTL_S (pruned once a minute), or None when
-        any is missing (the caller then reads the candidates' labels). Lets prioritize without session data skip
-        decoding labels; one C-level lookup for all names."""
+    def known_path_ids(self, names: Sequence[str]) -> Sequence[int] | None:
+        """The topology path number of every node in `names` read within PATH_TTL_S (pruned once a minute), or
+        None when any is missing (the caller then reads the candidates' labels). Lets prioritize without session
+        data skip decoding labels; one C-level lookup for all names."""
         if not names:
             return []
         try:
-            found = operator.itemgetter(*names)(self._paths)
+            found = operator.itemgetter(*names)(self._path_ids)
         except KeyError:
             return None
         return (found,) if len(names) == 1 else found
@@ -540,7 +566,14 @@ class ExtenderState:
         oldest = now - PATH_TTL_S
         for name in [n for n, at in self._path_read_at.items() if at < oldest]:
             del self._path_read_at[name]
-            self._paths.pop(name, None)
+            self._path_ids.pop(name, None)
+        if len(self.path_table) > 2 * len(self._path_ids) + PathTable.SLACK:
+            # Paths of forgotten nodes: number the live ones afresh.
+            table = PathTable()
+            old = self.path_table.paths
+            self._path_ids = {name: table.number(old[i]) for name, i in self._path_ids.items()}
+            self.session_path_ids = {name: table.number(old[i]) for name, i in self.session_path_ids.items()}
+            self.path_table = table
 
     def maybe_prune(self) -> None:
         """Prune at most once a minute."""
@@ -560,6 +593,7 @@ __all__ = [
     "JobPlan",
     "Path",
     "PathReader",
+    "PathTable",
     "label_path_reader",
     "node_labels",
 ]
