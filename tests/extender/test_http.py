@@ -284,3 +284,21 @@ async def test_a_malformed_session_cache_is_refused_with_400_and_dropped(
     assert json.loads(raw)["error"] == "Jobs: expected `object | null`, got `array`"
     assert not client.state.session_data
     assert sample(metrics, "ringroute_extender_requests_total", verb="onSessionOpen", outcome="bad_request") == 1
+
+
+async def test_a_session_open_leaves_its_state_out_of_later_cyclic_collections(client: ServedExtender) -> None:
+    import gc
+
+    gc.unfreeze()
+    bert = job("bert", 2)
+    nodes = [node(f"n{i:04d}", tor(f"leaf-{i // 8}")) for i in range(200)]
+    assert (await post(client, "onSessionOpen", session_open([bert], nodes)))[0] == 200
+    frozen = gc.get_freeze_count()
+    state = client.state
+    made = [o for o in (state.jobs, *state.jobs.values(), state.path_table, state.path_table.paths) if gc.is_tracked(o)]
+    assert frozen > 0
+    assert len(made) >= 3
+    walked = {id(o) for generation in range(3) for o in gc.get_objects(generation=generation)}
+    assert not any(id(o) in walked for o in made), "the session's state is frozen, in no generation walked"
+    assert (await post(client, "onSessionOpen", session_open([bert], nodes[:100])))[0] == 200
+    assert gc.get_freeze_count() < frozen + 100, "the previous session's objects are thawed and freed, not piled up"

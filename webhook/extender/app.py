@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import gc
 import logging
+import operator
 import time
 from collections.abc import Callable
 from typing import Any, TypeVar
@@ -53,6 +54,8 @@ reports them (25 MB) fit; the memory it holds stays resident."""
 
 SESSION_CLOSE_MAX_BYTES = 64 * 1024
 """Largest onSessionClose body read: Volcano's OnSessionCloseRequest has no fields (it sends `{}`)."""
+
+_NAME = operator.attrgetter("Name")
 
 RELEASE_DETECTION_INTERVAL_S = 300.0
 """How often the Volcano release is read again from a request when `volcano.version` is auto."""
@@ -152,7 +155,7 @@ class ExtenderService:
         task = _task(lean.task, self.settings)
         if task.profile is None:
             return {"nodeScore": {}, "errorMessage": ""}, "neutral"
-        names = [node.Name for node in lean.nodes or ()]
+        names = list(map(_NAME, lean.nodes or ()))
         self.state.maybe_prune()  # before the path lookup: it also retires paths read too long ago
         if self.state.session_data:
             scores = scoring.prioritize(task, lean.nodes or [], self.state, names_only=True, names=names)
@@ -238,7 +241,13 @@ def extender_endpoints(service: ExtenderService) -> dict[str, Endpoint]:
             "prioritize", service.prioritize, {"nodeScore": {}, "errorMessage": ""}, metrics, max_body
         ),
         f"{PREFIX}/onSessionOpen": _endpoint(
-            "onSessionOpen", service.session_open, {}, metrics, max_session, on_too_large=service.session_too_large
+            "onSessionOpen",
+            service.session_open,
+            {},
+            metrics,
+            max_session,
+            on_too_large=service.session_too_large,
+            settles_memory=True,
         ),
         f"{PREFIX}/onSessionClose": _endpoint(
             "onSessionClose", service.session_close, {}, metrics, SESSION_CLOSE_MAX_BYTES
@@ -311,6 +320,7 @@ def _endpoint(
     max_body: int,
     *,
     on_too_large: Callable[[int], None] | None = None,
+    settles_memory: bool = False,
 ) -> Endpoint:
     def handle(request: Request) -> Reply:
         outcome = "bad_request"
@@ -318,6 +328,8 @@ def _endpoint(
             # The decoded request is acyclic and freed by reference counting; letting the cyclic collector run
             # in the middle of a 10,000-node call only walks thousands of fresh objects (a third of the time).
             gc.disable()
+            if settles_memory:
+                gc.unfreeze()
             try:
                 answer, outcome = work(request.body)
             except PayloadError as exc:
@@ -328,6 +340,12 @@ def _endpoint(
                 answer, outcome = neutral, "degraded"
             finally:
                 gc.enable()
+                if settles_memory:
+                    # The session's state is hundreds of thousands of objects: collect now and exempt them from
+                    # later collections, rather than have a full collection (about 20 ms at 10,000 nodes) fall
+                    # into a prioritize call.
+                    gc.collect()
+                    gc.freeze()
             return Reply(200, orjson.dumps(answer))
         finally:
             metrics.extender_requests.labels(verb=verb, outcome=outcome).inc()

@@ -201,7 +201,7 @@ class ExtenderState:
         self._path_ids: dict[str, int] = {}
         """Topology path number per node whose view is kept and whose labels were read within PATH_TTL_S."""
         self._path_read_at: dict[str, float] = {}
-        self._fresh: frozenset[str] = frozenset()
+        self._fresh: Sequence[str] = ()
         """Candidates of the prioritize call being answered: Volcano found them free just now."""
         self.session = 0
         """Number of onSessionOpen calls seen; 0 while none has come."""
@@ -368,10 +368,11 @@ class ExtenderState:
             return None
         return (found,) if len(names) == 1 else found
 
-    def mark_fresh(self, names: Iterable[str]) -> None:
+    def mark_fresh(self, names: Sequence[str]) -> None:
         """The candidates of the prioritize call being answered: Volcano found them free just now, whatever an
-        older view of them says (planning without session data counts them as free)."""
-        self._fresh = frozenset(names)
+        older view of them says (planning without session data counts them as free). Kept as given: a set is
+        made only if a plan is made during the call."""
+        self._fresh = names
 
     @property
     def stored_bytes(self) -> int:
@@ -472,6 +473,7 @@ class ExtenderState:
         reserved = self._reserved_elsewhere(task.job)
         free_by_leaf: dict[str, list[str]] = {}
         spine_of: dict[str, str | None] = {}
+        fresh = frozenset(self._fresh)
         for name, info in self.nodes.items():
             path = self.path_of(name, info)
             if not path:
@@ -480,7 +482,7 @@ class ExtenderState:
             spine_of.setdefault(leaf, path[1] if len(path) > 1 else None)
             if self._session_cards.get(name, 0) > 0:
                 continue
-            if name in self._fresh or (node_admits(task.constraints, info) and node_cards(info, task).fits):
+            if name in fresh or (node_admits(task.constraints, info) and node_cards(info, task).fits):
                 free_by_leaf.setdefault(leaf, []).append(name)
         hosted_leaves: dict[str, int] = {}
         for node, count in hosted.items():
