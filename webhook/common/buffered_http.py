@@ -199,7 +199,7 @@ class BufferedConnection(LimitedConnection, asyncio.BufferedProtocol):
         assert isinstance(transport, asyncio.Transport)
         self.transport = transport
         self.limiter.idle(self)
-        self._arm(self.limits.header_timeout_s, self._head_late)
+        self.arm(self.limits.header_timeout_s, self.headers_late)
 
     def get_buffer(self, sizehint: int) -> memoryview:  # noqa: ARG002 (the body's length decides)
         if self.lingering >= 0:
@@ -223,7 +223,7 @@ class BufferedConnection(LimitedConnection, asyncio.BufferedProtocol):
             return
         if self.state == IDLE:
             self.limiter.busy(self, HEADERS)
-            self._arm(self.limits.header_timeout_s, self._head_late)
+            self.arm(self.limits.header_timeout_s, self.headers_late)
         self.head_len += nbytes
         self._read_head()
 
@@ -232,7 +232,7 @@ class BufferedConnection(LimitedConnection, asyncio.BufferedProtocol):
 
     def connection_lost(self, exc: Exception | None) -> None:  # noqa: ARG002 (nothing to report)
         self.closing = True
-        self._disarm()
+        self.disarm()
         if self.waiting is not None:
             self.waiting.cancel()
             self.waiting = None
@@ -271,6 +271,9 @@ class BufferedConnection(LimitedConnection, asyncio.BufferedProtocol):
         self._take_body_bytes(after)
 
     def _start_request(self, raw_head: memoryview) -> None:
+        self.method = self.path = ""
+        self.endpoint = None
+        self.length = 0
         head = _Head()
         try:
             head.parser.feed_data(raw_head)
@@ -288,7 +291,7 @@ class BufferedConnection(LimitedConnection, asyncio.BufferedProtocol):
             self.path = httptools.parse_url(head.url).path.decode("latin-1")
         except httptools.HttpParserInvalidURLError:
             raise _BadRequestError(400, "request target: not a path") from None
-        self._disarm()
+        self.disarm()
         self.limiter.busy(self, BUSY)
         headers = dict(head.headers)
         self.length = 0
@@ -319,7 +322,7 @@ class BufferedConnection(LimitedConnection, asyncio.BufferedProtocol):
         self.held = held
         self.buffer = self.server.buffers.take(self.length)
         self.view = memoryview(self.buffer)
-        self._arm(self.limits.body_timeout_s, self._body_late)
+        self.arm(self.limits.body_timeout_s, self._body_late)
 
     async def _wait_for_room(self, length: int) -> None:
         deadline = asyncio.get_running_loop().time() + self.limits.body_timeout_s
@@ -351,7 +354,7 @@ class BufferedConnection(LimitedConnection, asyncio.BufferedProtocol):
 
     def _dispatch(self) -> None:
         """The body is complete: answer, then read the next request."""
-        self._disarm()
+        self.disarm()
         endpoint, view = self.endpoint, self.view
         assert endpoint is not None
         assert view is not None
@@ -370,12 +373,12 @@ class BufferedConnection(LimitedConnection, asyncio.BufferedProtocol):
         self.endpoint = None
         self.state = IDLE
         self.limiter.idle(self)
-        self._arm(self.limits.keep_alive_timeout_s, self._idle_too_long)
+        self.arm(self.limits.keep_alive_timeout_s, self._idle_too_long)
         pipelined, self.pipelined = self.pipelined, b""
         if pipelined:  # the next request's bytes are here already: read them as if just received
             self.head[: len(pipelined)] = pipelined
             self.limiter.busy(self, HEADERS)
-            self._arm(self.limits.header_timeout_s, self._head_late)
+            self.arm(self.limits.header_timeout_s, self.headers_late)
             self.head_len = len(pipelined)
             self._read_head()
 
@@ -414,13 +417,13 @@ class BufferedConnection(LimitedConnection, asyncio.BufferedProtocol):
         transport.write(payload if self.method == "HEAD" else payload + reply.body)
         if close:
             self.closing = True
-            self._disarm()
+            self.disarm()
             if linger and transport.can_write_eof():
                 # Half-close once the answer is out, read what the client still sends, close when it does.
                 transport.write_eof()
                 self.lingering = 0
                 self._resume_all()
-                self._arm(LINGER_S, lambda: self.abort("linger_timeout"))
+                self.arm(LINGER_S, lambda: self.abort("linger_timeout"))
                 return
             transport.close()  # after what is buffered (the answer) is written
 
@@ -434,21 +437,6 @@ class BufferedConnection(LimitedConnection, asyncio.BufferedProtocol):
         self._send(Reply(status, orjson.dumps({"error": message}), close=True), linger=True)
 
     # -- timers and flow -------------------------------------------------------------------------------------------
-
-    def _arm(self, delay: float, callback: Callable[[], None]) -> None:
-        self._disarm()
-        self.timer = asyncio.get_running_loop().call_later(delay, callback)
-
-    def _disarm(self) -> None:
-        if self.timer is not None:
-            self.timer.cancel()
-            self.timer = None
-
-    def _head_late(self) -> None:
-        self.timer = None
-        if self.state == HEADERS or (self.state == IDLE and self.limiter.first_request_pending(self)):
-            self.limiter.header_timeouts += 1
-            self.abort("header_timeout")
 
     def _body_late(self) -> None:
         self.timer = None

@@ -61,6 +61,26 @@ class LimitedConnection(asyncio.BaseProtocol):
     state: str
     released: bool
     transport: asyncio.BaseTransport | None
+    limiter: ConnectionLimiter
+    timer: asyncio.TimerHandle | None
+
+    def arm(self, delay: float, callback: Callable[[], None]) -> None:
+        """Call `callback` after `delay` seconds unless disarmed (one timer per connection)."""
+        self.disarm()
+        self.timer = asyncio.get_running_loop().call_later(delay, callback)
+
+    def disarm(self) -> None:
+        if self.timer is not None:
+            self.timer.cancel()
+            self.timer = None
+
+    def headers_late(self) -> None:
+        """The header timeout passed: close the connection if a request's head is still coming, or if the
+        connection has sent no request at all yet."""
+        self.timer = None
+        if self.state == HEADERS or (self.state == IDLE and self.limiter.first_request_pending(self)):
+            self.limiter.header_timeouts += 1
+            self.abort("header_timeout")
 
     def evictable(self) -> bool:
         """Idle, with nothing of a response left to write."""
@@ -115,7 +135,7 @@ class Connection(LimitedConnection, asyncio.Protocol):
         return self.inner.eof_received()
 
     def connection_lost(self, exc: Exception | None) -> None:
-        self._disarm()
+        self.disarm()
         self.limiter.release(self)
         self.inner.connection_lost(exc)
 
@@ -128,7 +148,7 @@ class Connection(LimitedConnection, asyncio.Protocol):
     # -- the limiter's side ----------------------------------------------------------------------------------------
 
     def request_started(self, request: web.BaseRequest) -> None:
-        self._disarm()
+        self.disarm()
         self.limiter.busy(self, BUSY)
         self.pending = False
         self.request = request
@@ -147,20 +167,7 @@ class Connection(LimitedConnection, asyncio.Protocol):
             self._arm()
 
     def _arm(self) -> None:
-        self._disarm()
-        loop = asyncio.get_running_loop()
-        self.timer = loop.call_later(self.limiter.limits.header_timeout_s, self._headers_late)
-
-    def _disarm(self) -> None:
-        if self.timer is not None:
-            self.timer.cancel()
-            self.timer = None
-
-    def _headers_late(self) -> None:
-        self.timer = None
-        if self.state in (IDLE, HEADERS) and (self.state == HEADERS or self.limiter.first_request_pending(self)):
-            self.limiter.header_timeouts += 1
-            self.abort("header_timeout")
+        self.arm(self.limiter.limits.header_timeout_s, self.headers_late)
 
 
 class ConnectionLimiter:
