@@ -199,6 +199,34 @@ async def test_at_the_connection_cap_the_connection_idle_longest_makes_room_for_
             writer.close()
 
 
+async def test_the_extender_at_its_cap_closes_the_connection_idle_longest_and_spares_a_busy_one(
+    tmp_path: Path,
+) -> None:
+    async with extender(tmp_path, maxConnections=3, keepAliveTimeoutS=60) as server:
+        body = b'{"nodes":[],"task":null}'
+        busy_reader, busy = await server.connect()
+        busy.write(b"POST /extender/prioritize HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: %d\r\n\r\n{" % len(body))
+        await busy.drain()  # its body is still coming: not idle, never evicted
+        idle = []
+        for _ in range(2):
+            reader, writer = await server.connect()
+            assert await get(reader, writer, "/extender/healthz") == 200
+            idle.append((reader, writer))
+            await asyncio.sleep(0.05)
+        newcomer = await asyncio.wait_for(server.connect(), 5)
+        assert await asyncio.wait_for(get(*newcomer, "/extender/healthz"), 2.0) == 200
+        assert await closed_after(idle[0][0], 1.0) is not None  # evicted: idle longest
+        assert await get(*idle[1], "/extender/healthz") == 200  # kept
+        busy.write(body[1:])
+        status, _, answer = await read_response(busy_reader)
+        assert (status, orjson.loads(answer)["error"]) == (
+            400,
+            "task: missing; a Volcano extender request has 'task' at the top level",
+        )
+        for _, writer in [*idle, newcomer, (busy_reader, busy)]:
+            writer.close()
+
+
 async def test_a_client_trickling_its_headers_is_cut_after_the_header_timeout(
     tmp_path: Path, tls_material: Path, client_ssl: ssl.SSLContext
 ) -> None:
