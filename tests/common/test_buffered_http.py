@@ -251,3 +251,67 @@ async def test_a_client_gone_mid_body_gives_back_its_room_and_buffer(server: Buf
     assert (server.limiter.open, server.limiter._buffered) == (0, 0)
     assert server.buffers.take(3 * MIB) is not None
     del reader
+
+
+REQUEST_LINES = [
+    b"POST /echo HTTP/1.1\r\n",
+    b"POST /fail HTTP/1.1\r\n",
+    b"GET /ok HTTP/1.1\r\n",
+    b"GET /ok HTTP/1.0\r\n",
+    b"HEAD /ok HTTP/1.1\r\n",
+    b"PUT /echo HTTP/1.1\r\n",
+    b"GET /nothing HTTP/1.1\r\n",
+    b"POST http://x/echo?q=1 HTTP/1.1\r\n",
+    b"POST /echo HTTP/9.9\r\n",
+    b"\x00\xff /echo\r\n",
+]
+HEADER_LINES = [
+    b"Content-Length: 3\r\n",
+    b"Content-Length: 0\r\n",
+    b"Content-Length: -1\r\n",
+    b"Content-Length: 99999999999999999999999\r\n",
+    b"Transfer-Encoding: chunked\r\n",
+    b"Expect: 100-continue\r\n",
+    b"Connection: close\r\n",
+    b"Connection: keep-alive\r\n",
+    b"Host: x\r\n",
+    b"X: \x01\r\n",
+    b"no colon\r\n",
+]
+requests = st.builds(
+    lambda line, headers, body: line + b"".join(headers) + b"\r\n" + body,
+    st.sampled_from(REQUEST_LINES),
+    st.lists(st.sampled_from(HEADER_LINES), max_size=4),
+    st.binary(max_size=8),
+)
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(stream=st.lists(st.one_of(requests, st.binary(max_size=40)), max_size=5))
+async def test_any_bytes_get_answers_or_a_close_and_leave_nothing_behind(
+    server: BufferedServer, caplog: pytest.LogCaptureFixture, stream: list[bytes]
+) -> None:
+    reader, writer = await asyncio.open_connection("127.0.0.1", server.port)
+    writer.write(b"".join(stream))
+    await writer.drain()
+    writer.write_eof()
+    received = b""
+    try:
+        while chunk := await asyncio.wait_for(reader.read(65536), 5):
+            received += chunk
+    except ConnectionResetError:
+        pass
+    for line in received.split(b"\r\n"):
+        if line.startswith(b"HTTP/"):
+            assert int(line.split()[1]) in {100, 200, 400, 404, 405, 411, 413, 431, 500}, received
+    writer.close()
+    for _ in range(100):
+        if server.limiter.open == 0:
+            break
+        await asyncio.sleep(0.01)
+    assert (server.limiter.open, server.limiter._buffered) == (0, 0), "every connection and its body room released"
+    assert not [r for r in caplog.records if r.name == "asyncio"], "no exception escaped into the event loop"
+    reader, writer = await asyncio.open_connection("127.0.0.1", server.port)
+    writer.write(b"GET /ok HTTP/1.1\r\nHost: x\r\n\r\n")
+    assert (await read_answer(reader))[::2] == (200, b"ok")
+    writer.close()

@@ -294,7 +294,6 @@ class BufferedConnection(LimitedConnection, asyncio.BufferedProtocol):
         self.disarm()
         self.limiter.busy(self, BUSY)
         headers = dict(head.headers)
-        self.length = 0
         endpoint = self.server.routes.get(self.path)
         self.endpoint = endpoint
         if endpoint is None:

@@ -80,7 +80,8 @@ class ServerLimits(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
 class ExtenderServerLimits(ServerLimits, frozen=True, forbid_unknown_fields=True):
     """ServerLimits with the extender's defaults, so a settings file that sets one of them keeps the others:
     Volcano keeps at most 2 idle connections and checks 16 nodes at once, so 256 connections leave room for several
-    schedulers; bodies of up to 256 MiB (onSessionOpen) get 30 s and fit the 320 MiB body buffer."""
+    schedulers (each holds a 64 KiB request-head buffer: 16 MiB at the cap); bodies of up to 256 MiB (onSessionOpen)
+    get 30 s and fit the 320 MiB body buffer."""
 
     max_connections: Annotated[int, msgspec.Meta(ge=1, le=65536)] = 256
     body_timeout_s: Annotated[float, msgspec.Meta(gt=0, le=600)] = 30.0
