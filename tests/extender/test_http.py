@@ -191,6 +191,8 @@ async def test_session_open_seeds_the_plan_and_is_measured(client: ServedExtende
     assert json.loads(raw) == {}
     assert sample(metrics, "ringroute_extender_session_open_bytes") == len(body)
     assert sample(metrics, "ringroute_extender_session_nodes") == 5
+    assert sample(metrics, "ringroute_extender_state_bytes") == client.state.stored_bytes > 0
+    assert sample(metrics, "process_resident_memory_bytes") > 0
     state = client.state
     assert set(state.jobs) == {bert.job_id}
     _, refusal = await post(client, "predicate", {"task": bert.tasks[0], "node": node("c0", {})})

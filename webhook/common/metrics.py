@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, ProcessCollector
 
 _LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5)
 
@@ -160,6 +160,17 @@ class Metrics:
             "extender_session_nodes",
             Gauge("ringroute_extender_session_nodes", "Nodes in the last onSessionOpen body.", registry=r),
         )
+        set_(
+            self,
+            "extender_state_bytes",
+            Gauge(
+                "ringroute_extender_state_bytes",
+                "Estimated bytes of the node views the extender keeps (bounded by extender.maxStateMib).",
+                registry=r,
+            ),
+        )
+        # process_resident_memory_bytes, process_cpu_seconds_total, open file descriptors (Linux /proc).
+        ProcessCollector(registry=r)
 
     admission_requests: Counter = field(init=False)
     admission_latency: Histogram = field(init=False)
@@ -176,3 +187,4 @@ class Metrics:
     extender_gang_plans: Counter = field(init=False)
     extender_session_bytes: Gauge = field(init=False)
     extender_session_nodes: Gauge = field(init=False)
+    extender_state_bytes: Gauge = field(init=False)

@@ -118,6 +118,8 @@ class ExtenderService:
         self.metrics = metrics
         self.state = state or ExtenderState(settings)
         self.state.on_plan = _plan_logger(metrics)
+        state = self.state
+        metrics.extender_state_bytes.set_function(lambda: state.stored_bytes)
         self.release: Release | None = configured_release(settings)
         self._detected: Release | None = None
         self._detected_at = -RELEASE_DETECTION_INTERVAL_S
