@@ -63,3 +63,21 @@ async def test_a_shorter_body_after_a_longer_one_is_read_alone() -> None:
         assert set(answers[1]) == {f"n{i}" for i in range(6)}
     finally:
         await client.close()
+
+
+def test_large_buffers_not_kept_are_unmapped_at_once() -> None:
+    import mmap
+
+    buffers = ReceiveBuffer(keep_bytes=8 * MIB)
+    kept, bigger_than_kept = buffers.take(2 * MIB), buffers.take(4 * MIB)
+    over_bound = buffers.take(16 * MIB)
+    assert isinstance(kept, mmap.mmap)
+    assert isinstance(bigger_than_kept, mmap.mmap)
+    assert isinstance(over_bound, mmap.mmap)
+    buffers.give_back(kept)
+    buffers.give_back(over_bound)
+    assert over_bound.closed, "over keep_bytes: its memory goes back to the system with the body"
+    assert not kept.closed
+    buffers.give_back(bigger_than_kept)
+    assert kept.closed, "the smaller of two returned buffers is unmapped"
+    assert buffers.take(3 * MIB) is bigger_than_kept

@@ -20,9 +20,11 @@ its body is complete, one request per connection at a time (pipelined requests a
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import email.utils
 import http
 import logging
+import mmap
 import socket
 import time
 from collections.abc import Callable, Mapping
@@ -89,35 +91,48 @@ class Endpoint:
     on_refused: Callable[[int, int], None] | None = None
 
 
+Buffer = bytearray | mmap.mmap
+"""A receive buffer: bytearray for small bodies, an anonymous mapping for large ones."""
+
+_POPULATE = getattr(mmap, "MAP_POPULATE", 0)
+
+
 class ReceiveBuffer:
     """Keeps the buffer of the largest body read so far (up to `keep_bytes`) for the next large body.
 
-    A fresh multi-megabyte buffer is zero-filled memory the kernel maps page by page as it is written: at 10,000
-    candidates (16 MB) that costs more than receiving the body. Calls that size come one after another from one
-    scheduler, so one kept buffer serves them; a body arriving while it is in use gets a buffer of its own.
+    A fresh multi-megabyte buffer is memory the kernel maps page by page as it is first written, one fault per
+    4 KiB page: at 10,000 candidates (16 MB) that costs more than receiving the body. Calls that size come one after
+    another from one scheduler, so one kept buffer serves them; a body arriving while it is in use gets a buffer of
+    its own. Large buffers are anonymous mappings populated at once (MAP_POPULATE: half the cost of faulting a
+    zero-filled bytearray in page by page, 140 against 280 ms for a 249 MiB onSessionOpen) and unmapped as soon as
+    they are given back, so a large body's memory leaves with it.
     """
 
     SMALL_BYTES = 1 << 20
-    """Bodies below this get a buffer of their own (cheap), and never displace the kept one."""
+    """Bodies below this get a bytearray of their own (cheap), and never displace the kept buffer."""
 
     def __init__(self, keep_bytes: int) -> None:
         self.keep_bytes = keep_bytes
-        self._idle: bytearray | None = None
+        self._idle: Buffer | None = None
 
-    def take(self, length: int) -> bytearray:
+    def take(self, length: int) -> Buffer:
         """A buffer of at least `length` bytes, owned by the caller until `give_back`."""
+        if length < self.SMALL_BYTES:
+            return bytearray(length)
         kept = self._idle
-        if length >= self.SMALL_BYTES and kept is not None and len(kept) >= length:
+        if kept is not None and len(kept) >= length:
             self._idle = None
             return kept
-        return bytearray(length)
+        return mmap.mmap(-1, length, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS | _POPULATE)
 
-    def give_back(self, buffer: bytearray) -> None:
+    def give_back(self, buffer: Buffer) -> None:
         """Return a buffer from `take` once no view of it is left."""
-        if not self.SMALL_BYTES <= len(buffer) <= self.keep_bytes:
-            return
-        if self._idle is None or len(buffer) > len(self._idle):
-            self._idle = buffer
+        dropped: Buffer | None = buffer
+        if self.SMALL_BYTES <= len(buffer) <= self.keep_bytes and (self._idle is None or len(buffer) > len(self._idle)):
+            dropped, self._idle = self._idle, buffer  # the larger is kept
+        if isinstance(dropped, mmap.mmap):
+            with contextlib.suppress(BufferError):  # a view of it is still alive: unmapped when that goes
+                dropped.close()
 
 
 class _Head:
@@ -178,7 +193,7 @@ class BufferedConnection(LimitedConnection, asyncio.BufferedProtocol):
         self.keep_alive = True
         self.http10 = False
         self.started = 0.0
-        self.buffer: bytearray | None = None
+        self.buffer: Buffer | None = None
         self.view: memoryview | None = None
         self.length = 0
         self.filled = 0
