@@ -7,7 +7,8 @@ Prints JSON lines (`python bench/extender.py [--sizes 1000,5000,10000] [--calls 
   them, built by `webhook.extender.volcano`: images, conditions, managedFields), each without and with 3 DaemonSet
   pods per node; about 60 % of nodes run an 8-card training pod of another job;
 - `prioritize_http` / `predicate_http`: `ringroute serve` on 127.0.0.1 (admission and the extender's own
-  process), sequential calls after warm-up, p50/p99/max, and the extender process's CPU per call;
+  process), sequential calls after warm-up over one keep-alive connection (the standard library's client, which
+  sends the body as it is, as Go's does), p50/p99/max, and the extender process's CPU per call;
 - `predicate_throughput`: one-node predicate calls from 16 concurrent clients (Volcano checks 16 nodes at once);
 - `session_open`: the whole scheduler cache at cluster size: bytes, time to answer, the extender's RSS growth;
   `session_open_largest`: the largest one accepted (4,300 kubelet-shaped nodes, about 249 MiB) sent at socket
@@ -222,18 +223,27 @@ def percentiles(samples_s: list[float]) -> dict[str, float]:
     }
 
 
-async def timed_calls(url: str, body: bytes, calls: int, warmup: int = 3) -> tuple[list[float], bytes]:
+def timed_calls(url: str, body: bytes, calls: int, warmup: int = 3) -> tuple[list[float], bytes]:
+    """POST `body` `warmup` + `calls` times over one keep-alive connection; seconds per timed call and the last
+    answer. The standard library's client hands the body to the kernel as it is (a memoryview, no copy), as Go's
+    net/http does in Volcano: aiohttp's client would first copy a large body into its transport buffer, which at
+    16 MB costs milliseconds of the client's own and crowds the server's cache on this 2-core machine."""
+    parsed = urllib.parse.urlsplit(url)
+    connection = http.client.HTTPConnection(parsed.hostname or "127.0.0.1", parsed.port, timeout=120)
     samples: list[float] = []
     answer = b""
-    async with ClientSession(timeout=ClientTimeout(total=120)) as session:
+    try:
         for i in range(calls + warmup):
             started = time.perf_counter()
-            async with session.post(url, data=body, headers={"Content-Type": "application/json"}) as response:
-                answer = await response.read()
-                if response.status != 200:
-                    raise RuntimeError(f"{url}: HTTP {response.status}: {answer[:300]!r}")
+            connection.request("POST", parsed.path, body=memoryview(body), headers={"Content-Type": "application/json"})
+            response = connection.getresponse()
+            answer = response.read()
+            if response.status != 200:
+                raise RuntimeError(f"{url}: HTTP {response.status}: {answer[:300]!r}")
             if i >= warmup:
                 samples.append(time.perf_counter() - started)
+    finally:
+        connection.close()
     return samples, answer
 
 
@@ -290,9 +300,9 @@ def bench_calls(extender: str, pid: int, sizes: list[int], calls: int, seed: int
                 rows.append({"case": "payload", **variant, "mib": round(len(body) / 2**20, 2)})
                 for session in (False, True):
                     opened = session_body(shape, all_nodes[:size], jobs=1) if session else b"{}"
-                    asyncio.run(timed_calls(f"{extender}/onSessionOpen", opened, 1, warmup=0))
+                    timed_calls(f"{extender}/onSessionOpen", opened, 1, warmup=0)
                     before = cpu_seconds(pid)
-                    samples, answer = asyncio.run(timed_calls(f"{extender}/prioritize", body, calls))
+                    samples, answer = timed_calls(f"{extender}/prioritize", body, calls)
                     cpu_ms = (cpu_seconds(pid) - before) * 1000.0 / (calls + 3)
                     row: dict[str, Any] = {
                         "case": "prioritize_http",
@@ -307,7 +317,7 @@ def bench_calls(extender: str, pid: int, sizes: list[int], calls: int, seed: int
                         row["target_p99_ms"] = TARGET_P99_MS[size]
                     rows.append(row)
             predicate = b'{"task":' + orjson.dumps(task) + b',"node":' + all_nodes[1] + b"}"
-            samples, _ = asyncio.run(timed_calls(f"{extender}/predicate", predicate, calls * 8))
+            samples, _ = timed_calls(f"{extender}/predicate", predicate, calls * 8)
             variant = {"shape": shape, "daemons_per_node": daemons, "bytes": len(predicate)}
             rows.append({"case": "predicate_http", **variant, "calls": calls * 8, **percentiles(samples)})
             rows.append(
@@ -325,28 +335,6 @@ LARGEST_SESSION_NODES = 4300
 """Kubelet-shaped nodes (3 DaemonSet pods each) of an onSessionOpen just under the 256 MiB it accepts."""
 
 
-def raw_post(url: str, body: bytes, calls: int) -> list[float]:
-    """POST `body` `calls` times over one connection with the standard library's client, which hands the body to
-    the kernel as it is (a memoryview: no copy), as Go's client writes a request; seconds per call. aiohttp's
-    client copies a large body into its transport buffer first, which at 250 MiB costs more than the server's
-    whole work."""
-    parsed = urllib.parse.urlsplit(url)
-    connection = http.client.HTTPConnection(parsed.hostname or "127.0.0.1", parsed.port, timeout=120)
-    samples = []
-    try:
-        for _ in range(calls):
-            started = time.perf_counter()
-            connection.request("POST", parsed.path, body=memoryview(body), headers={"Content-Type": "application/json"})
-            response = connection.getresponse()
-            answer = response.read()
-            if response.status != 200:
-                raise RuntimeError(f"{url}: HTTP {response.status}: {answer[:300]!r}")
-            samples.append(time.perf_counter() - started)
-    finally:
-        connection.close()
-    return samples
-
-
 def bench_session_open(extender: str, pid: int, sizes: list[int], seed: int) -> list[dict[str, Any]]:
     rows = [bench_largest_session_open(extender, pid, seed)] if max(sizes) >= 1000 else []
     for shape in ("compact", "kubelet"):
@@ -355,7 +343,7 @@ def bench_session_open(extender: str, pid: int, sizes: list[int], seed: int) -> 
                 continue
             body = session_body(shape, node_infos(shape, size, 3, seed), jobs=max(1, size // 100))
             rss_before = rss_mib(pid)
-            samples, _ = asyncio.run(timed_calls(f"{extender}/onSessionOpen", body, 3, warmup=1))
+            samples, _ = timed_calls(f"{extender}/onSessionOpen", body, 3, warmup=1)
             rows.append(
                 {
                     "case": "session_open",
@@ -379,14 +367,13 @@ def bench_largest_session_open(extender: str, pid: int, seed: int) -> dict[str, 
     sent at socket speed: time to answer and the extender's memory."""
     body = session_body("kubelet", node_infos("kubelet", LARGEST_SESSION_NODES, 3, seed), jobs=40)
     rss_before = rss_mib(pid)
-    samples = raw_post(f"{extender}/onSessionOpen", body, 3)
+    samples, _ = timed_calls(f"{extender}/onSessionOpen", body, 3, warmup=0)
     time.sleep(0.5)
     return {
         "case": "session_open_largest",
         "shape": "kubelet",
         "nodes": LARGEST_SESSION_NODES,
         "daemons_per_node": 3,
-        "client": "http.client, body handed to the kernel as is",
         "bytes": len(body),
         "mib": round(len(body) / 2**20, 2),
         **percentiles(samples),
