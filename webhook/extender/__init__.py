@@ -1,1 +1,1 @@
-"""The Volcano scheduler extender: wire types, gang plans, scoring, the HTTP app, and Volcano's side emulated."""
+"""The Volcano scheduler extender: wire types, gang plans, scoring, its HTTP endpoints, and Volcano's side emulated."""

@@ -4,6 +4,9 @@ Volcano's `extender` plugin POSTs JSON to `<extender.urlPrefix>/<verb>` and trea
 error (ignored when `extender.ignorable: true`). A body that is not an extender payload gets HTTP 400 with a
 one-line message naming the field; an internal error never fails scheduling: it answers "fits" / no scores, is
 logged and is counted in `ringroute_extender_degraded_total`.
+
+The endpoints are served by `webhook.common.buffered_http` (`serve_extender`), which receives each body straight
+into a buffer kept between calls; the verbs decode it from there.
 """
 
 from __future__ import annotations
@@ -111,7 +114,7 @@ def _field_message(text: str) -> str:
 
 class ExtenderService:
     """The extender's verbs on request bytes: each returns the answer object and the metrics outcome, or raises
-    PayloadError. The HTTP app wraps it; the scheduling simulation calls it directly with Volcano's bodies."""
+    PayloadError. The HTTP endpoints wrap it; the scheduling simulation calls it directly with Volcano's bodies."""
 
     def __init__(self, settings: Settings, metrics: Metrics, state: ExtenderState | None = None) -> None:
         self.settings = settings

@@ -15,7 +15,7 @@ jobs without `networkTopology`), because each of these decides which nodes the e
   go to the extender on 1.13+ when configured);
 - answers are decoded as the release decodes them: a predicate answer that release cannot read is an error,
   which `ignorable` turns into a pass.
-Bodies travel as JSON bytes through the same `ExtenderService` the HTTP app uses.
+Bodies travel as JSON bytes through the same `ExtenderService` the HTTP endpoints use.
 """
 
 from __future__ import annotations
