@@ -80,6 +80,38 @@ async def test_wrongly_typed_fields_answer_400_with_one_log_line_and_no_tracebac
     assert "event=extender_bad_request" in records[0].getMessage()
 
 
+DEEP = 100_000
+
+
+@pytest.mark.parametrize(
+    ("verb", "body"),
+    [
+        ("prioritize", b'{"unread":' + b"[" * DEEP + b"]" * DEEP + b',"task":{"Name":"a"},"nodes":[]}'),
+        (
+            "prioritize",
+            b'{"task":{"Name":"a"},"nodes":[{"Name":"n","Node":' + b'{"a":' * DEEP + b"1" + b"}" * DEEP + b"}]}",
+        ),
+        (
+            "predicate",
+            b'{"task":{"Name":"a"},"node":{"Name":"n","Tasks":' + b'{"a":' * DEEP + b"1" + b"}" * DEEP + b"}}",
+        ),
+        ("onSessionOpen", b'{"Jobs":{},"Nodes":{},"Queues":' + b"[" * DEEP + b"]" * DEEP + b"}"),
+    ],
+)
+async def test_json_nested_100000_deep_is_a_400_without_a_traceback(
+    client: ServedExtender, caplog: pytest.LogCaptureFixture, verb: str, body: bytes
+) -> None:
+    """msgspec follows nesting even in fields it skips; past the recursion limit that is a refusal, not the
+    degraded answer of an internal error."""
+    caplog.set_level(logging.DEBUG, logger="webhook.extender")
+    status, answer = await post(client, verb, body)
+    assert status == 400
+    assert answer["error"].startswith("body: nested too deeply")
+    assert not [r for r in caplog.records if r.exc_info is not None]
+    status, _ = await post(client, "prioritize", {"task": job().tasks[0], "nodes": [node("a0", tor("A"))]})
+    assert status == 200, "the extender goes on serving"
+
+
 async def test_a_forged_session_cache_replaces_nothing_and_drops_what_was_known(
     client: ServedExtender,
 ) -> None:

@@ -101,6 +101,9 @@ def decode(kind: type[Decoded], raw: Body) -> Decoded:
         raise PayloadError(_field_message(str(exc))) from None
     except msgspec.DecodeError as exc:
         raise PayloadError(f"body: not a JSON object ({exc})") from None
+    except RecursionError:
+        # msgspec follows nesting, even in fields it skips, as deep as the interpreter's recursion limit allows.
+        raise PayloadError("body: nested too deeply (Volcano's objects nest a few dozen levels)") from None
 
 
 def _field_message(text: str) -> str:
