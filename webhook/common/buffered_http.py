@@ -278,7 +278,7 @@ class BufferedConnection(LimitedConnection, asyncio.BufferedProtocol):
             self._refuse(exc.status, str(exc), self.endpoint)
             return
         # Bytes after the head: the body's first bytes, then (pipelining) the next request's.
-        after = bytes(self.head[size : self.head_len])
+        after = bytes(memoryview(self.head)[size : self.head_len])
         self.head_len = self.scanned = 0
         if self.view is None:  # waiting for room in the body buffer
             self.pipelined = after
