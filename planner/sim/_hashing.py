@@ -192,10 +192,10 @@ def _check_learned(learned: LearnedHash, tier: SwitchTier, where: str) -> None:
                 raise InputError(f"{where}.learned.{name}[{index}]: a non-zero mask of the 104 key bits")
     if not 0 <= learned.origin < limit:
         raise InputError(f"{where}.learned.origin: a 104-bit key")
-    for index, name in enumerate(learned.table):
-        if name is not None:
+    for index, hop in enumerate(learned.table):
+        if hop is not None:
             try:
-                next_hop_index(name, tier)
+                next_hop_index(hop, tier)
             except InputError as exc:
                 raise InputError(f"{where}.learned.table[{index}]: {exc}") from None
 
@@ -299,7 +299,8 @@ class KeyMap:
         self, src: np.ndarray, dst: np.ndarray, sport: np.ndarray, dport: np.ndarray | int, proto: np.ndarray | int
     ) -> np.ndarray:
         """The map's value on 5-tuples (arrays broadcast together)."""
-        return self.fixed(src, dst, dport, proto) ^ self.port_values[np.asarray(sport, dtype=np.intp)]
+        value: np.ndarray = self.fixed(src, dst, dport, proto) ^ self.port_values[np.asarray(sport, dtype=np.intp)]
+        return value
 
 
 @dataclass(frozen=True, eq=False)
