@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 # Which private module defines each public name; `__getattr__` imports it on first use.
 _EXPORTS: dict[str, tuple[str, ...]] = {
     "planner._errors": ("InputError", "PlacementError", "RankTableError", "TopologyError"),
+    "planner._hash_model": ("HASH_FUNCTIONS", "HashModel", "HashSpec", "LearnedHash", "SwitchHash"),
     "planner._model": (
         "Device",
         "Fabric",
@@ -59,6 +60,14 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
     "planner.core._plan": ("plan_ranks",),
     "planner.core._ring_order": ("RingOrder", "ring_order"),
     "planner.core._result": ("STATUS_MESSAGES", "PlanResult"),
+    "planner.core._steer": ("SteeringResult", "steer_source_ports"),
+    "planner.io._qp_ports": (
+        "MAX_CONFIG_LINES",
+        "QP_PORT_CONFIG_FILE",
+        "QpPortLine",
+        "read_qp_port_config",
+        "render_qp_port_config",
+    ),
     "planner.sim._colouring": ("edge_colouring",),
     "planner.sim._evaluate": (
         "LinkLoads",
@@ -73,7 +82,9 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
     "planner.sim._loads": ("ecmp_max_loads", "flow_rates", "link_loads", "max_link_loads", "max_min_rates"),
     "planner.sim._network": ("LINK_TIER_LEAF", "LINK_TIER_NIC", "LINK_TIER_SPINE", "JobNetwork", "job_network"),
     "planner.sim._patterns": ("halving_doubling_sizes", "halving_doubling_steps", "lambda_star", "ring_flows"),
-    "planner.sim._pinning": ("pin_routes",),
+    "planner.sim._hashing": ("compile_switch_hash", "hash_output"),
+    "planner.sim._pinning": ("pin_routes", "routes_from_assignment"),
+    "planner.sim._steering": ("DEFAULT_PORT_RANGE", "SourcePorts", "hashed_routes", "spread_ports"),
     # matplotlib is imported only when a plot is drawn (the optional `plot` extra)
     "planner.sim._plot": ("link_load_figure", "plot_link_loads"),
     "planner.sim._route_plan": ("RoutePlan", "RoutesFile"),
@@ -93,15 +104,24 @@ _MODULE_OF: dict[str, str] = {name: module for module, names in _EXPORTS.items()
 
 if TYPE_CHECKING:
     from planner._errors import InputError, PlacementError, RankTableError, TopologyError
+    from planner._hash_model import HASH_FUNCTIONS, HashModel, HashSpec, LearnedHash, SwitchHash
     from planner._model import Device, Fabric, IgnoredPod, Layout, Pattern, Placement, Routing, Server, Topology
     from planner.core._baselines import BASELINES, baseline_order
     from planner.core._plan import plan_ranks
     from planner.core._result import STATUS_MESSAGES, PlanResult
     from planner.core._ring_order import RingOrder, ring_order
+    from planner.core._steer import SteeringResult, steer_source_ports
     from planner.io._device_annotations import DEFAULT_ANNOTATION_KEYS
     from planner.io._kube_objects import load_kube_objects
     from planner.io._placement import placement_from_pods, read_placement
     from planner.io._placement_types import PlacementProblem, PlacementReadout, render_placement_problems
+    from planner.io._qp_ports import (
+        MAX_CONFIG_LINES,
+        QP_PORT_CONFIG_FILE,
+        QpPortLine,
+        read_qp_port_config,
+        render_qp_port_config,
+    )
     from planner.io._quantity import MAX_EXPONENT, MAX_QUANTITY_CHARS, read_quantity
     from planner.io._ranktable import (
         INITIALIZING_RANK_TABLE,
@@ -139,12 +159,14 @@ if TYPE_CHECKING:
         paired_difference,
         ring_cross_edges,
     )
+    from planner.sim._hashing import compile_switch_hash, hash_output
     from planner.sim._loads import ecmp_max_loads, flow_rates, link_loads, max_link_loads, max_min_rates
     from planner.sim._network import LINK_TIER_LEAF, LINK_TIER_NIC, LINK_TIER_SPINE, JobNetwork, job_network
     from planner.sim._patterns import halving_doubling_sizes, halving_doubling_steps, lambda_star, ring_flows
-    from planner.sim._pinning import pin_routes
+    from planner.sim._pinning import pin_routes, routes_from_assignment
     from planner.sim._plot import link_load_figure, plot_link_loads
     from planner.sim._route_plan import RoutePlan, RoutesFile
+    from planner.sim._steering import DEFAULT_PORT_RANGE, SourcePorts, hashed_routes, spread_ports
     from planner.sim._summary import (
         MetricChange,
         explain_max_link_load,
@@ -173,6 +195,27 @@ def __dir__() -> list[str]:
 
 
 __all__ = [
+    # fabric hash model
+    "HASH_FUNCTIONS",
+    "HashModel",
+    "HashSpec",
+    "LearnedHash",
+    "SwitchHash",
+    # source-port steering and MultiQpSrcPort.cfg
+    "DEFAULT_PORT_RANGE",
+    "MAX_CONFIG_LINES",
+    "QP_PORT_CONFIG_FILE",
+    "QpPortLine",
+    "SourcePorts",
+    "SteeringResult",
+    "compile_switch_hash",
+    "hash_output",
+    "hashed_routes",
+    "read_qp_port_config",
+    "render_qp_port_config",
+    "routes_from_assignment",
+    "spread_ports",
+    "steer_source_ports",
     # shared model and errors
     "Device",
     "Fabric",

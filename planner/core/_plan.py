@@ -173,7 +173,7 @@ def plan_ranks(
             order = simulated_choice(search, network, checked, lambda _o: True)
     routes = None
     if checked.routing == "pinned":
-        routes = pin_routes(network, pattern_steps(order, checked.pattern))
+        routes = pin_routes(network, pattern_steps(order, checked.pattern), qps=checked.qps)
     seeds = _report_seeds(network, checked.routing, checked.qps)
     after = evaluate_order(
         network,

@@ -142,7 +142,7 @@ def objective(network: JobNetwork, pattern: Pattern, routing: Routing, qps: int)
             return estimate(steps, sizes[: len(steps)])
         unique, index = unique_steps(steps)
         if routing == "pinned":
-            loads = np.array([float(lambda_star(network, s)) for s in unique])
+            loads = np.array([float(lambda_star(network, s, qps)) for s in unique])
         else:
             loads = np.array([float(link_loads(network, s, routing).max()) for s in unique])
         per_step = np.maximum(loads[index], 1.0)

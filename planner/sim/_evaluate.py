@@ -34,8 +34,9 @@ class OrderEvaluation:
     """Lower bound of each: the number of domains the job touches at that tier, when > 1 (else 0)."""
     max_link_load: float
     """Largest link load in flows over all steps of the pattern (ecmp: mean over seeds)."""
-    max_link_load_bound: int
-    """λ*: the largest per-step lower bound on the max link load."""
+    max_link_load_bound: float
+    """λ*: the largest per-step lower bound on the max link load (a multiple of 1/qps when flows are split over
+    queue pairs)."""
     ring_busbw: float
     """Simulated ring allreduce bus bandwidth, fraction of line rate (ecmp: mean over seeds; NaN if not simulated)."""
     hd_busbw: float
@@ -134,7 +135,7 @@ class SeedMetrics:
     """Ring bus bandwidth under each seed (None when the ring was not simulated)."""
     hd_busbw: np.ndarray | None
     """Halving-doubling bus bandwidth under each seed (None when it was not simulated)."""
-    max_link_load_bound: int
+    max_link_load_bound: float
     """λ* (or the route plan's proven bound under pinned routing) over the pattern's steps."""
 
     def busbw(self, pattern: StepPattern) -> np.ndarray:
@@ -196,7 +197,7 @@ def order_seed_metrics(
     )
     hd_steps, hd_index = unique_steps(hd_all)
     if routing == "pinned":
-        routes = _complete_routes(network, [*ring_steps, *hd_steps], routes)
+        routes = _complete_routes(network, [*ring_steps, *hd_steps], routes, qps)
     steps, step_ids = _routed_together(pattern, ring_steps, hd_steps)
     loads = step_max_loads_per_seed(network, steps, routing, qps=qps, seeds=runs, routes=routes, step_ids=step_ids)
     hd_first = pattern == "halving-doubling"
@@ -213,7 +214,7 @@ def order_seed_metrics(
         bound_steps += hd_steps
     stacked = np.concatenate(chosen, axis=0)
     per_seed_max = stacked.max(axis=0) if stacked.size else np.zeros(runs.size)
-    bound = max((_step_bound(network, s, routes if routing == "pinned" else None) for s in bound_steps), default=1)
+    bound = max((_step_bound(network, s, routes, routing, qps) for s in bound_steps), default=1)
     repeat = seed_values.size // runs.size
     return SeedMetrics(
         seeds=seed_values,
@@ -311,7 +312,7 @@ class LinkLoads:
     """The seeds of the rows (one row for deterministic routing)."""
     loads: np.ndarray
     """(seeds, links) load of every link (`JobNetwork` link ids, NIC links first)."""
-    max_link_load_bound: int
+    max_link_load_bound: float
 
     @property
     def busiest(self) -> np.ndarray:
@@ -368,24 +369,28 @@ def order_link_loads(
         hd_steps = unique_steps(collective_steps(ranks, "halving-doubling")[0])[0]
     steps, step_ids = _routed_together(pattern, ring_steps, hd_steps)  # the streams of `order_seed_metrics`
     if routing == "pinned":
-        routes = _complete_routes(network, steps, routes)
+        routes = _complete_routes(network, steps, routes, qps)
     loads = step_link_loads_per_seed(network, steps, routing, qps=qps, seeds=runs, routes=routes, step_ids=step_ids)
-    bound = max((_step_bound(network, s, routes if routing == "pinned" else None) for s in steps), default=1)
+    bound = max((_step_bound(network, s, routes, routing, qps) for s in steps), default=1)
     return LinkLoads(seeds=runs, loads=loads, max_link_load_bound=bound)
 
 
-def _step_bound(network: JobNetwork, flows: np.ndarray, routes: RoutePlan | None) -> int:
-    """λ* of a step, raised to the route plan's proven bound for it under pinned routing."""
-    bound = lambda_star(network, flows)
-    proven = routes.bound_for(flows) if routes is not None else None
+def _step_bound(network: JobNetwork, flows: np.ndarray, routes: RoutePlan | None, routing: Routing, qps: int) -> float:
+    """λ* of a step (of queue pairs: flows split over qps are routed in pieces), raised to the route plan's proven
+    bound for it under pinned routing."""
+    if routing == "pinned" and routes is not None:
+        qps = routes.qps
+    bound = lambda_star(network, flows, qps)
+    proven = routes.bound_for(flows) if routes is not None and routing == "pinned" else None
     return bound if proven is None else max(bound, proven)
 
 
-def _complete_routes(network: JobNetwork, steps: list[np.ndarray], routes: RoutePlan | None) -> RoutePlan:
-    """`routes` extended with pinned routes for the steps it does not cover."""
+def _complete_routes(network: JobNetwork, steps: list[np.ndarray], routes: RoutePlan | None, qps: int) -> RoutePlan:
+    """`routes` extended with pinned routes (of `qps` queue pairs per flow, or the plan's) for the steps it does
+    not cover."""
     missing = [s for s in steps if routes is None or routes.assignment_for(s) is None]
     if not missing:
         assert routes is not None
         return routes
-    extra = pin_routes(network, missing)
+    extra = pin_routes(network, missing, qps=routes.qps if routes is not None else qps)
     return extra if routes is None else routes.merged(extra)

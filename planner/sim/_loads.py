@@ -248,7 +248,7 @@ def flow_rates(
     check_routing(routing, qps)
     pairs = check_flows(network, flows)
     (routed,) = routed_steps(network, [pairs], routing, qps=qps, seeds=np.array([seed]), routes=routes)
-    sub = _expand(network, pairs, qps if routing == "ecmp" else 1)
+    sub = _expand(network, pairs, round(1.0 / routed.weight))
     width = routed.links.shape[2]
     paths = np.full((sub.pair.size, 2 + width), -1, dtype=np.int64)
     paths[:, 0] = network.nic_link(sub.src, sub.nic, up=True)

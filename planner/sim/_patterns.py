@@ -138,15 +138,25 @@ def check_flows(network: JobNetwork, flows: np.ndarray) -> np.ndarray:
     return pairs
 
 
-def lambda_star(network: JobNetwork, flows: np.ndarray) -> int:
-    """Counting lower bound on the max link load of one step, valid for every routing of whole flows.
+def lambda_star(network: JobNetwork, flows: np.ndarray, qps: int = 1) -> float:
+    """Counting lower bound on the max link load of one step, valid for every routing of whole flows (of whole
+    queue pairs, each carrying 1/qps of its flow, when qps > 1).
 
     Max over tier-1 switches of ceil(max(out, in) / U); in 3 tiers also max over pods (and planes) of
     ceil(max(cross-pod out, in) / spine-core links of the pod); the flows one server sends or receives per NIC;
-    at least 1. Attainable by pinning in 2 tiers with equal uplink counts; with oversubscribed spines or
-    unequal uplink counts the optimum can be higher (`RoutePlan.step_bounds` holds the proven bound).
+    at least 1. Counted in queue pairs and divided by qps when qps > 1 (so splitting a flow over spines can lower
+    it: 3 flows over 2 uplinks need 2 whole, 1.5 in halves). Attainable by pinning in 2 tiers with equal uplink
+    counts; with oversubscribed spines or unequal uplink counts the optimum can be higher
+    (`RoutePlan.step_bounds` holds the proven bound). An int when qps is 1.
     """
     pairs = check_flows(network, flows)
+    if qps > 1 and pairs.size:
+        return whole_flow_bound(network, np.repeat(pairs, qps, axis=0)) / qps
+    return whole_flow_bound(network, pairs)
+
+
+def whole_flow_bound(network: JobNetwork, pairs: np.ndarray) -> int:
+    """`lambda_star` of checked flows, each routed whole (an int)."""
     bound = 1
     if not pairs.size:
         return bound

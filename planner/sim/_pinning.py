@@ -24,9 +24,10 @@ from scipy.optimize import Bounds, LinearConstraint, milp
 from scipy.sparse import csr_matrix
 from scipy.sparse.csgraph import connected_components
 
+from planner._errors import InputError
 from planner.sim._colouring import limited_colouring
 from planner.sim._network import JobNetwork
-from planner.sim._patterns import check_flows, lambda_star
+from planner.sim._patterns import check_flows, whole_flow_bound
 from planner.sim._route_plan import RoutePlan
 
 EXACT_MAX_CHOICES = 20_000
@@ -37,7 +38,11 @@ contributes its proven dual bound."""
 
 
 def pin_routes(
-    network: JobNetwork, flow_steps: Sequence[np.ndarray], *, exact_time_limit: float = EXACT_TIME_LIMIT_S
+    network: JobNetwork,
+    flow_steps: Sequence[np.ndarray],
+    *,
+    qps: int = 1,
+    exact_time_limit: float = EXACT_TIME_LIMIT_S,
 ) -> RoutePlan:
     """Pin every cross-leaf flow of every step to a spine (and core) with the smallest max link load per step.
 
@@ -45,9 +50,30 @@ def pin_routes(
     identical steps, such as the two halves of halving-doubling, once). `RoutePlan.step_bounds` holds each
     step's proven lower bound and `step_loads` what the routes reach; they are equal (optimal) for every step
     whose load reaches λ* or that the exact solver finished (small steps; `exact_time_limit` seconds in total
-    over all steps, 0 to skip it).
+    over all steps, 0 to skip it). With `qps` > 1 every queue pair of a flow (1/qps of it) is pinned on its own,
+    so a flow may be split over spines: loads and bounds are then in flows, multiples of 1/qps.
     """
-    all_steps = tuple(check_flows(network, s) for s in flow_steps)
+    if qps < 1:
+        raise InputError(f"qps: {qps} queue pairs per connection; use 1 or more")
+    given = tuple(check_flows(network, s) for s in flow_steps)
+    if qps == 1:
+        return _pin(network, given, exact_time_limit)
+    whole = _pin(network, tuple(np.repeat(s, qps, axis=0) for s in given), exact_time_limit)
+    return RoutePlan(
+        network,
+        given,
+        whole.spines,
+        whole.cores,
+        max_load=whole.max_load / qps,
+        bound=whole.bound / qps,
+        step_bounds=tuple(b / qps for b in whole.step_bounds),
+        step_loads=tuple(load / qps for load in whole.step_loads),
+        qps=qps,
+    )
+
+
+def _pin(network: JobNetwork, all_steps: tuple[np.ndarray, ...], exact_time_limit: float) -> RoutePlan:
+    """`pin_routes` of whole flows (queue pairs repeated as flows of their own)."""
     first_of: dict[tuple[tuple[int, ...], bytes], int] = {}
     distinct_of: list[int] = []
     for pairs in all_steps:
@@ -62,7 +88,7 @@ def pin_routes(
         spines_out[i][flows.pair[mine], flows.nic[mine]] = spine[mine]
         cores_out[i][flows.pair[mine], flows.nic[mine]] = core[mine]
     loads = _pinned_step_loads(network, steps, flows, spine, core)
-    bounds = [lambda_star(network, s) for s in steps]
+    bounds = [whole_flow_bound(network, s) for s in steps]
     if network.listed_tiers == 2:
         _recolour_missed_steps(network, steps, bounds=bounds, loads=loads, spines_out=spines_out, cores_out=cores_out)
     deadline = time.perf_counter() + exact_time_limit
@@ -90,6 +116,46 @@ def pin_routes(
         step_bounds=tuple(bounds[k] for k in distinct_of),
         step_loads=tuple(loads[k] for k in distinct_of),
     )
+
+
+def routes_from_assignment(
+    network: JobNetwork,
+    steps: Sequence[np.ndarray],
+    spines: Sequence[np.ndarray],
+    cores: Sequence[np.ndarray],
+    qps: int,
+) -> RoutePlan:
+    """The route plan of given routes (`spines[k]`, `cores[k]`: (pairs x qps, nics) per step, as `RoutePlan`
+    holds them), with the loads they give and each step's counting bound λ* (not a proven optimum)."""
+    given = tuple(check_flows(network, s) for s in steps)
+    whole = [np.repeat(s, qps, axis=0) for s in given]
+    flows = _cross_flows(network, whole)
+    spine_of = np.concatenate([np.asarray(s)[f.pair, f.nic] for s, f in _per_step(spines, flows, len(whole))])
+    core_of = np.concatenate([np.asarray(c)[f.pair, f.nic] for c, f in _per_step(cores, flows, len(whole))])
+    if (spine_of < 0).any():
+        raise InputError("routes: every cross-leaf queue pair needs a spine (got -1)")
+    loads = _pinned_step_loads(network, whole, flows, spine_of, core_of)
+    bounds = [whole_flow_bound(network, s) for s in whole]
+    return RoutePlan(
+        network,
+        given,
+        tuple(np.asarray(s) for s in spines),
+        tuple(np.asarray(c) for c in cores),
+        max_load=max(loads, default=0) / qps,
+        bound=max(bounds, default=1) / qps,
+        step_bounds=tuple(b / qps for b in bounds),
+        step_loads=tuple(load / qps for load in loads),
+        qps=qps,
+    )
+
+
+def _per_step(arrays: Sequence[np.ndarray], flows: _CrossFlows, steps: int) -> list[tuple[np.ndarray, _CrossFlows]]:
+    """Each step's array with the cross flows of that step (in `flows` order, which is step-major)."""
+    out: list[tuple[np.ndarray, _CrossFlows]] = []
+    for k in range(steps):
+        mine = flows.step == k
+        out.append((arrays[k], _CrossFlows(*(getattr(flows, f)[mine] for f in _CROSS_FIELDS))))
+    return out
 
 
 RECOLOUR_ATTEMPTS = 32
@@ -185,6 +251,9 @@ class _CrossFlows:
     def cross_pod(self) -> np.ndarray:
         mask: np.ndarray = self.pod_a != self.pod_b
         return mask
+
+
+_CROSS_FIELDS = ("step", "pair", "nic", "plane", "out_switch", "in_switch", "leaf_a", "leaf_b", "pod_a", "pod_b")
 
 
 def _cross_flows(network: JobNetwork, steps: Sequence[np.ndarray]) -> _CrossFlows:

@@ -38,7 +38,7 @@ def link_load_figure(
     before: np.ndarray,
     after: np.ndarray,
     *,
-    bound: int | None = None,
+    bound: float | None = None,
     labels: tuple[str, str] = DEFAULT_LABELS,
     title: str | None = None,
     maxima: tuple[float, float] | None = None,
@@ -71,7 +71,7 @@ def link_load_figure(
         )
     top = max([*(float(s.max(initial=0)) for s in series), float(bound or 0), 1.0])
     if bound is not None:
-        axis.axhline(bound, color="black", linestyle=":", linewidth=1.2, zorder=1, label=f"bound λ* = {bound}")
+        axis.axhline(bound, color="black", linestyle=":", linewidth=1.2, zorder=1, label=f"bound λ* = {bound:g}")
     axis.set_ylim(0, math.ceil(top) + 0.5)
     axis.yaxis.set_major_locator(MaxNLocator(integer=True))
     axis.xaxis.set_major_locator(MaxNLocator(integer=True))
@@ -91,7 +91,7 @@ def plot_link_loads(
     after: np.ndarray,
     path: str | Path,
     *,
-    bound: int | None = None,
+    bound: float | None = None,
     labels: tuple[str, str] = DEFAULT_LABELS,
     title: str | None = None,
     maxima: tuple[float, float] | None = None,

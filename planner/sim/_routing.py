@@ -332,6 +332,8 @@ def _prepare(
 ) -> _Prepared:
     """Everything about routing `pairs` that does not depend on the seed (ECMP `streams`: step, position)."""
     effective_qps = qps if routing == "ecmp" else 1
+    if assignment is not None and pairs.shape[0]:
+        effective_qps = assignment[0].shape[0] // pairs.shape[0]  # a route plan of queue pairs: one row each
     per_pair = network.nics * effective_qps
     # A sub-flow leaves its tier-1 switch exactly when its pair spans two leaves (rails never differ within a
     # flow), so only those pairs are expanded into (pair, NIC, queue pair) sub-flows.
@@ -387,9 +389,10 @@ def _prepare(
         if assignment is None:
             raise InputError("routes: routing 'pinned' needs a RoutePlan from pin_routes for these flows")
         spines, cores = assignment
-        fixed_spine = spines[pair, nic]
+        row = pair * effective_qps + qp
+        fixed_spine = spines[row, nic]
         if three_tier:
-            fixed_core = np.maximum(cores[pair, nic], 0)[leaves_pod]
+            fixed_core = np.maximum(cores[row, nic], 0)[leaves_pod]
     zero = np.zeros(cross.size, dtype=np.int64)
     prepared = _Prepared(
         network,

@@ -70,10 +70,10 @@ def explain_cross_edges(evaluation: OrderEvaluation, tier: int) -> str:
 
 def explain_max_link_load(evaluation: OrderEvaluation) -> str:
     """The max link load against its bound, in words: why a gap is left, and what would close it."""
-    bound = evaluation.max_link_load_bound
+    bound = f"{evaluation.max_link_load_bound:g}"
     note = seed_note(evaluation)
     head = f"max link load {format_load(evaluation.max_link_load)} flows" + (f" ({note})" if note else "")
-    if evaluation.max_link_load <= bound + 1e-9:
+    if evaluation.max_link_load <= evaluation.max_link_load_bound + 1e-9:
         return f"{head}, at its bound of {bound}"
     remedy = "pinned routes would" if len(evaluation.cross_edges) <= 1 else "pinned routes come closer"
     if evaluation.routing == "ecmp":
