@@ -14,7 +14,6 @@ from typing import TYPE_CHECKING, Any
 # Which private module defines each public name; `__getattr__` imports it on first use.
 _EXPORTS: dict[str, tuple[str, ...]] = {
     "planner._errors": ("InputError", "PlacementError", "RankTableError", "TopologyError"),
-    "planner._hash_model": ("HASH_FUNCTIONS", "HashModel", "HashSpec", "LearnedHash", "SwitchHash"),
     "planner._model": (
         "Device",
         "Fabric",
@@ -26,8 +25,27 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
         "Server",
         "Topology",
     ),
+    "planner._hash_model": (
+        "HASH_FUNCTIONS",
+        "BucketRule",
+        "FabricSwitch",
+        "HashFunction",
+        "HashModel",
+        "HashProbe",
+        "HashSample",
+        "HashSpec",
+        "LearnedHash",
+        "SwitchHash",
+        "SwitchTier",
+        "check_switch_hash",
+        "spine_switch_name",
+        "tier1_switch_name",
+        "tier_of_switch_name",
+    ),
     "planner.io._device_annotations": ("DEFAULT_ANNOTATION_KEYS",),
     "planner.io._quantity": ("MAX_EXPONENT", "MAX_QUANTITY_CHARS", "read_quantity"),
+    "planner.io._hash_model_file": ("dump_hash_model", "hash_model_document", "load_hash_model", "read_hash_model"),
+    "planner.io._hash_samples": ("MAX_SAMPLES", "dump_hash_probes", "read_hash_samples"),
     "planner.io._kube_objects": ("load_kube_objects",),
     "planner.io._placement": ("placement_from_pods", "read_placement"),
     "planner.io._placement_types": ("PlacementProblem", "PlacementReadout", "render_placement_problems"),
@@ -104,7 +122,23 @@ _MODULE_OF: dict[str, str] = {name: module for module, names in _EXPORTS.items()
 
 if TYPE_CHECKING:
     from planner._errors import InputError, PlacementError, RankTableError, TopologyError
-    from planner._hash_model import HASH_FUNCTIONS, HashModel, HashSpec, LearnedHash, SwitchHash
+    from planner._hash_model import (
+        HASH_FUNCTIONS,
+        BucketRule,
+        FabricSwitch,
+        HashFunction,
+        HashModel,
+        HashProbe,
+        HashSample,
+        HashSpec,
+        LearnedHash,
+        SwitchHash,
+        SwitchTier,
+        check_switch_hash,
+        spine_switch_name,
+        tier1_switch_name,
+        tier_of_switch_name,
+    )
     from planner._model import Device, Fabric, IgnoredPod, Layout, Pattern, Placement, Routing, Server, Topology
     from planner.core._baselines import BASELINES, baseline_order
     from planner.core._plan import plan_ranks
@@ -112,6 +146,8 @@ if TYPE_CHECKING:
     from planner.core._ring_order import RingOrder, ring_order
     from planner.core._steer import SteeringResult, steer_source_ports
     from planner.io._device_annotations import DEFAULT_ANNOTATION_KEYS
+    from planner.io._hash_model_file import dump_hash_model, hash_model_document, load_hash_model, read_hash_model
+    from planner.io._hash_samples import MAX_SAMPLES, dump_hash_probes, read_hash_samples
     from planner.io._kube_objects import load_kube_objects
     from planner.io._placement import placement_from_pods, read_placement
     from planner.io._placement_types import PlacementProblem, PlacementReadout, render_placement_problems
@@ -195,12 +231,6 @@ def __dir__() -> list[str]:
 
 
 __all__ = [
-    # fabric hash model
-    "HASH_FUNCTIONS",
-    "HashModel",
-    "HashSpec",
-    "LearnedHash",
-    "SwitchHash",
     # source-port steering and MultiQpSrcPort.cfg
     "DEFAULT_PORT_RANGE",
     "MAX_CONFIG_LINES",
@@ -230,6 +260,22 @@ __all__ = [
     "Server",
     "Topology",
     "TopologyError",
+    # the fabric's hash model: declared and learned switch hashes, samples and probes
+    "HASH_FUNCTIONS",
+    "BucketRule",
+    "FabricSwitch",
+    "HashFunction",
+    "HashModel",
+    "HashProbe",
+    "HashSample",
+    "HashSpec",
+    "LearnedHash",
+    "SwitchHash",
+    "SwitchTier",
+    "check_switch_hash",
+    "spine_switch_name",
+    "tier1_switch_name",
+    "tier_of_switch_name",
     # io: placement, topology sources and file, rank-table formats
     "DEFAULT_ANNOTATION_KEYS",
     "MAX_EXPONENT",
@@ -243,6 +289,13 @@ __all__ = [
     "RankTableServer",
     "build_rank_table",
     "check_fabric",
+    "MAX_SAMPLES",
+    "dump_hash_model",
+    "dump_hash_probes",
+    "hash_model_document",
+    "load_hash_model",
+    "read_hash_model",
+    "read_hash_samples",
     "dump_topology_file",
     "generate_topology",
     "load_kube_objects",

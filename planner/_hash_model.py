@@ -13,6 +13,10 @@ Two kinds of switch hash are modelled:
   the key bits, so with a power-of-two member count and low-bit buckets the member is a function of a few parity
   checks of the key. It is only known within the span of the samples it was learned from (`origin`, `checks`).
 
+`HashSample` is one answer of a switch (which next hop it takes for a 5-tuple), what calibration learns from;
+`FabricSwitch` names a switch of a topology with its tier and next-hop count. The checks of every value live here
+too, beside the data, so that the file readers (`planner.io`) and the evaluation (`planner.sim`) share them.
+
 The canonical key is the 104-bit integer `src | dst | proto | sport | dport` (IPv4 addresses and ports in network
 byte order, src in the top bits): `key_int`. A row (a GF(2) linear functional) is a 104-bit mask; its value on a
 key is the parity of `row & key`. Pure data: `planner.sim._hashing` evaluates these.
@@ -22,10 +26,11 @@ from __future__ import annotations
 
 import ipaddress
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Literal, get_args
+from typing import Final, Literal, get_args
 
 from planner._errors import InputError
 
@@ -43,6 +48,23 @@ HashFunction = Literal[
 ]
 """The declared hash family (docs/simulator.md, "Hash model", has each one's parameters and check value)."""
 HASH_FUNCTIONS: tuple[HashFunction, ...] = get_args(HashFunction)
+FUNCTION_WIDTHS: Final[Mapping[HashFunction, int]] = MappingProxyType(
+    {
+        "crc32": 32,
+        "crc32-msb": 32,
+        "crc32c": 32,
+        "crc16-ccitt": 16,
+        "crc16-ccitt-lsb": 16,
+        "crc16-ibm": 16,
+        "crc16-ibm-msb": 16,
+        "xor32": 32,
+        "xor16": 16,
+        "xor8": 8,
+    }
+)
+"""Output bits of each function of the family."""
+XOR_FUNCTIONS: tuple[HashFunction, ...] = ("xor32", "xor16", "xor8")
+"""The XOR folds: they have no register, so no init value (a seed is their only constant)."""
 
 KeyField = Literal["src", "dst", "proto", "sport", "dport", "pad8", "pad16", "pad32"]
 """A field of the hashed key: the 5-tuple's fields (network byte order), or zero padding of 1, 2 or 4 bytes."""
@@ -76,6 +98,9 @@ UDP = 17
 """IP protocol number of UDP."""
 MAX_HASH_BITS = 32
 """Widest hash output modelled."""
+MAX_LEARNED_ROWS = 16
+"""Most parity checks a learned hash indexes its next hops by (a table of 65,536 entries): 2**rows is at least the
+member count, and ECMP groups have at most a few hundred members."""
 
 _NEXT_HOP = re.compile(r"(spine|core)-(0|[1-9][0-9]{0,4})")
 
@@ -170,20 +195,82 @@ class HashModel:
 
     tiers: Mapping[SwitchTier, SwitchHash] = field(default_factory=lambda: MappingProxyType({}))
     switches: Mapping[str, SwitchHash] = field(default_factory=lambda: MappingProxyType({}))
+    unknown: AbstractSet[str] = frozenset()
+    """Switches whose hash is not known: their samples contradict every model calibration tried, or were too
+    few. Their tier's default never applies to them (it would disagree with what they answered)."""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "tiers", MappingProxyType(dict(self.tiers)))
         object.__setattr__(self, "switches", _frozen_switches(self.switches))
+        object.__setattr__(self, "unknown", frozenset(self.unknown))
 
     def for_switch(self, name: str, tier: SwitchTier) -> SwitchHash | None:
-        """The switch's own hash, else its tier's default, else None (the model does not know it)."""
+        """The switch's own hash, else its tier's default, else None (the model does not know it; always None
+        for a switch listed in `unknown`)."""
         own = self.switches.get(name)
-        return own if own is not None else self.tiers.get(tier)
+        if own is not None:
+            return own
+        return None if name in self.unknown else self.tiers.get(tier)
 
     @property
     def is_empty(self) -> bool:
         """Whether the model knows no switch at all."""
         return not self.tiers and not self.switches
+
+
+@dataclass(frozen=True, slots=True)
+class HashSample:
+    """One answer of a switch: the next hop it takes for a 5-tuple (a line of a samples file)."""
+
+    switch: str
+    src: int
+    """Source IPv4 address as a 32-bit integer."""
+    dst: int
+    sport: int
+    next_hop: str
+    """`spine-<j>` for a tier-1 switch, `core-<c>` for a spine."""
+    dport: int = ROCE_UDP_PORT
+    proto: int = UDP
+    line: int = 0
+    """Line of the samples file it was read from (0: not from a file), for messages."""
+
+    @property
+    def key(self) -> int:
+        """The canonical 104-bit key of its 5-tuple."""
+        return key_int(self.src, self.dst, self.sport, self.dport, self.proto)
+
+    @property
+    def tier(self) -> SwitchTier:
+        """The switch's tier, as its next hop's name says (`spine-` from a tier-1 switch, `core-` from a spine)."""
+        return "spine" if self.next_hop.startswith(NEXT_HOP_PREFIX["spine"]) else "leaf"
+
+
+@dataclass(frozen=True, slots=True)
+class HashProbe:
+    """A 5-tuple to ask a switch about: which next hop does it take (a line of `--print-probes`)."""
+
+    switch: str
+    src: int
+    dst: int
+    sport: int
+    dport: int = ROCE_UDP_PORT
+    proto: int = UDP
+
+    @property
+    def key(self) -> int:
+        """The canonical 104-bit key of its 5-tuple."""
+        return key_int(self.src, self.dst, self.sport, self.dport, self.proto)
+
+
+@dataclass(frozen=True, slots=True)
+class FabricSwitch:
+    """A switch of a topology that chooses among equal-cost next hops."""
+
+    name: str
+    """As `tier1_switch_name` / `spine_switch_name` name it."""
+    tier: SwitchTier
+    next_hops: int
+    """Equal-cost next hops: the uplinks of a tier-1 switch (spines), of a spine (cores)."""
 
 
 def tier1_switch_name(leaf: str, plane: int | None) -> str:
@@ -196,31 +283,135 @@ def spine_switch_name(pod: str, plane: int | None, spine: int) -> str:
     return f"{pod}/spine-{spine}" if plane is None else f"{pod}/rail-{plane}/spine-{spine}"
 
 
+_SPINE_SWITCH = re.compile(r".+/spine-(0|[1-9][0-9]{0,4})")
+
+
+def tier_of_switch_name(name: str) -> SwitchTier:
+    """The tier a switch's name says: `<pod>/spine-<j>` (or `<pod>/rail-<d>/spine-<j>`) is a spine, any other
+    name a tier-1 switch (for switches not looked up in a topology)."""
+    return "spine" if _SPINE_SWITCH.fullmatch(name) else "leaf"
+
+
+# -- checks ------------------------------------------------------------------------------------------------------
+
+
+def check_switch_hash(switch: SwitchHash, tier: SwitchTier, where: str) -> SwitchHash:
+    """Return the switch hash after checking every value; raise InputError naming the field (`where.<field>`)."""
+    if switch.samples < 0:
+        raise InputError(f"{where}.samples: must be 0 or more, got {switch.samples}")
+    if isinstance(switch.hash, LearnedHash):
+        _check_learned(switch.hash, tier, where)
+    else:
+        check_hash_spec(switch.hash, tier, where)
+    return switch
+
+
+def check_hash_spec(spec: HashSpec, tier: SwitchTier, where: str) -> HashSpec:
+    """Return the spec after checking it; raise InputError naming the field (`where.<field>`)."""
+    if spec.function not in HASH_FUNCTIONS:
+        raise InputError(f"{where}.function: {spec.function!r} is not one of {', '.join(HASH_FUNCTIONS)}")
+    width = FUNCTION_WIDTHS[spec.function]
+    if spec.init is not None:
+        if spec.function in XOR_FUNCTIONS:
+            raise InputError(f"{where}.init: {spec.function} has no init value; use seed")
+        if not 0 <= spec.init < 1 << width:
+            raise InputError(f"{where}.init: must be 0..{(1 << width) - 1} for {spec.function}, got {spec.init}")
+    if not 0 <= spec.seed < 1 << width:
+        raise InputError(f"{where}.seed: must be 0..{(1 << width) - 1} for {spec.function}, got {spec.seed}")
+    _check_key(spec.key, where)
+    low, high = spec.bits if spec.bits is not None else (0, width)
+    if not 0 <= low < high <= width:
+        raise InputError(f"{where}.bits: [low, high) within 0..{width} of {spec.function}, got [{low}, {high})")
+    if spec.bucket not in BUCKET_RULES:
+        raise InputError(f"{where}.bucket: {spec.bucket!r} is not one of {', '.join(BUCKET_RULES)}")
+    if spec.members is not None:
+        if not spec.members:
+            raise InputError(f"{where}.members: list at least one next hop, or leave it out")
+        for index, name in enumerate(spec.members):
+            try:
+                next_hop_index(name, tier)
+            except InputError as exc:
+                raise InputError(f"{where}.members[{index}]: {exc}") from None
+        _check_bucket_count(spec, len(spec.members), high - low, f"{where}.members")
+    return spec
+
+
+def _check_bucket_count(spec: HashSpec, members: int, bits: int, where: str) -> None:
+    if spec.bucket == "low-bits" and members & (members - 1):
+        raise InputError(f"{where}: low-bits buckets need a power-of-two member count, got {members}; use modulo")
+    if spec.bucket == "low-bits" and members > 1 << bits:
+        raise InputError(f"{where}: {members} members need more than the {bits} output bits")
+
+
+def _check_key(key: Sequence[KeyField], where: str) -> None:
+    if not key:
+        raise InputError(f"{where}.key: list the hashed fields, e.g. [src, dst, proto, sport, dport]")
+    seen: set[str] = set()
+    for index, name in enumerate(key):
+        if name not in KEY_FIELDS:
+            raise InputError(f"{where}.key[{index}]: {name!r} is not one of {', '.join(KEY_FIELDS)}")
+        if name in TUPLE_FIELDS and name in seen:
+            raise InputError(f"{where}.key[{index}]: {name} appears twice")
+        seen.add(name)
+    if len(key) > 16:
+        raise InputError(f"{where}.key: at most 16 fields, got {len(key)}")
+
+
+def _check_learned(learned: LearnedHash, tier: SwitchTier, where: str) -> None:
+    rows = len(learned.rows)
+    if rows > MAX_LEARNED_ROWS:
+        raise InputError(f"{where}.learned.rows: at most {MAX_LEARNED_ROWS} (65,536 next-hop values), got {rows}")
+    if len(learned.table) != 1 << rows:
+        raise InputError(f"{where}.learned.table: {1 << rows} entries for {rows} rows, got {len(learned.table)}")
+    limit = 1 << (8 * KEY_BYTES)
+    for name, values in (("rows", learned.rows), ("checks", learned.checks)):
+        for index, row in enumerate(values):
+            if not 0 < row < limit:
+                raise InputError(f"{where}.learned.{name}[{index}]: a non-zero mask of the 104 key bits")
+    if not 0 <= learned.origin < limit:
+        raise InputError(f"{where}.learned.origin: a 104-bit key")
+    for index, hop in enumerate(learned.table):
+        if hop is not None:
+            try:
+                next_hop_index(hop, tier)
+            except InputError as exc:
+                raise InputError(f"{where}.learned.table[{index}]: {exc}") from None
+
+
 __all__ = [
     "BUCKET_RULES",
     "FIELD_BYTES",
     "FIELD_OFFSET",
+    "FUNCTION_WIDTHS",
     "HASH_FUNCTIONS",
     "KEY_BITS",
     "KEY_BYTES",
     "KEY_FIELDS",
     "MAX_HASH_BITS",
+    "MAX_LEARNED_ROWS",
     "NEXT_HOP_PREFIX",
     "ROCE_UDP_PORT",
     "SWITCH_TIERS",
     "TUPLE_FIELDS",
     "UDP",
+    "XOR_FUNCTIONS",
     "BucketRule",
+    "FabricSwitch",
     "HashFunction",
     "HashModel",
+    "HashProbe",
+    "HashSample",
     "HashSpec",
     "KeyField",
     "LearnedHash",
     "SwitchHash",
     "SwitchTier",
+    "check_hash_spec",
+    "check_switch_hash",
     "ipv4_int",
     "key_int",
     "next_hop_index",
     "spine_switch_name",
     "tier1_switch_name",
+    "tier_of_switch_name",
 ]

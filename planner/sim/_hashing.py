@@ -1,11 +1,12 @@
-"""Switch hashes evaluated: the declared family, its check, and every hash compiled to byte tables for numpy.
+"""Switch hashes evaluated: the declared family, and every hash compiled to byte tables for numpy.
 
 Every function of the family is affine over GF(2) in the key bits for a key of fixed length (a CRC is linear in
 the message and its init value; an XOR fold is linear), and so are a seed, an output window and a learned hash.
 Such a map is the XOR of one table entry per key byte plus a constant: `KeyMap` holds the 13 x 256 tables of the
 canonical key, built once per switch hash from the reference implementation (the `crc` package for CRCs) by
 linearity, so a million 5-tuples hash in a few numpy gathers. `hash_output` is the reference itself, one key at a
-time, which the tests compare the tables with.
+time, which the tests compare the tables with. The checks of a hash (`check_switch_hash`, `check_hash_spec`) live
+beside the data in `planner._hash_model` and are re-exported here.
 """
 
 from __future__ import annotations
@@ -19,17 +20,13 @@ from typing import Final
 import numpy as np
 from crc import Calculator, Configuration
 
-from planner._errors import InputError
 from planner._hash_model import (
-    BUCKET_RULES,
     FIELD_BYTES,
     FIELD_OFFSET,
-    HASH_FUNCTIONS,
+    FUNCTION_WIDTHS,
     KEY_BYTES,
-    KEY_FIELDS,
     NEXT_HOP_PREFIX,
     ROCE_UDP_PORT,
-    TUPLE_FIELDS,
     UDP,
     HashFunction,
     HashSpec,
@@ -37,6 +34,8 @@ from planner._hash_model import (
     LearnedHash,
     SwitchHash,
     SwitchTier,
+    check_hash_spec,
+    check_switch_hash,
     next_hop_index,
 )
 
@@ -59,8 +58,7 @@ XOR_WIDTHS: Final[Mapping[HashFunction, int]] = MappingProxyType({"xor32": 32, "
 
 def function_width(function: HashFunction) -> int:
     """Output bits of a function of the family."""
-    configuration = CRC_CONFIGURATIONS.get(function)
-    return configuration.width if configuration is not None else XOR_WIDTHS[function]
+    return FUNCTION_WIDTHS[function]
 
 
 @cache
@@ -112,92 +110,6 @@ def bucket_of(spec: HashSpec, value: int, members: int) -> int:
     if spec.bucket == "low-bits":
         return value & (members - 1)
     return value % members
-
-
-# -- checks ------------------------------------------------------------------------------------------------------
-
-
-def check_switch_hash(switch: SwitchHash, tier: SwitchTier, where: str) -> SwitchHash:
-    """Return the switch hash after checking every value; raise InputError naming the field (`where.<field>`)."""
-    if switch.samples < 0:
-        raise InputError(f"{where}.samples: must be 0 or more, got {switch.samples}")
-    if isinstance(switch.hash, LearnedHash):
-        _check_learned(switch.hash, tier, where)
-    else:
-        check_hash_spec(switch.hash, tier, where)
-    return switch
-
-
-def check_hash_spec(spec: HashSpec, tier: SwitchTier, where: str) -> HashSpec:
-    """Return the spec after checking it; raise InputError naming the field (`where.<field>`)."""
-    if spec.function not in HASH_FUNCTIONS:
-        raise InputError(f"{where}.function: {spec.function!r} is not one of {', '.join(HASH_FUNCTIONS)}")
-    width = function_width(spec.function)
-    if spec.init is not None:
-        if spec.function in XOR_WIDTHS:
-            raise InputError(f"{where}.init: {spec.function} has no init value; use seed")
-        if not 0 <= spec.init < 1 << width:
-            raise InputError(f"{where}.init: must be 0..{(1 << width) - 1} for {spec.function}, got {spec.init}")
-    if not 0 <= spec.seed < 1 << width:
-        raise InputError(f"{where}.seed: must be 0..{(1 << width) - 1} for {spec.function}, got {spec.seed}")
-    _check_key(spec.key, where)
-    low, high = spec.bits if spec.bits is not None else (0, width)
-    if not 0 <= low < high <= width:
-        raise InputError(f"{where}.bits: [low, high) within 0..{width} of {spec.function}, got [{low}, {high})")
-    if spec.bucket not in BUCKET_RULES:
-        raise InputError(f"{where}.bucket: {spec.bucket!r} is not one of {', '.join(BUCKET_RULES)}")
-    if spec.members is not None:
-        if not spec.members:
-            raise InputError(f"{where}.members: list at least one next hop, or leave it out")
-        for index, name in enumerate(spec.members):
-            try:
-                next_hop_index(name, tier)
-            except InputError as exc:
-                raise InputError(f"{where}.members[{index}]: {exc}") from None
-        _check_bucket_count(spec, len(spec.members), high - low, f"{where}.members")
-    return spec
-
-
-def _check_bucket_count(spec: HashSpec, members: int, bits: int, where: str) -> None:
-    if spec.bucket == "low-bits" and members & (members - 1):
-        raise InputError(f"{where}: low-bits buckets need a power-of-two member count, got {members}; use modulo")
-    if spec.bucket == "low-bits" and members > 1 << bits:
-        raise InputError(f"{where}: {members} members need more than the {bits} output bits")
-
-
-def _check_key(key: Sequence[KeyField], where: str) -> None:
-    if not key:
-        raise InputError(f"{where}.key: list the hashed fields, e.g. [src, dst, proto, sport, dport]")
-    seen: set[str] = set()
-    for index, name in enumerate(key):
-        if name not in KEY_FIELDS:
-            raise InputError(f"{where}.key[{index}]: {name!r} is not one of {', '.join(KEY_FIELDS)}")
-        if name in TUPLE_FIELDS and name in seen:
-            raise InputError(f"{where}.key[{index}]: {name} appears twice")
-        seen.add(name)
-    if len(key) > 16:
-        raise InputError(f"{where}.key: at most 16 fields, got {len(key)}")
-
-
-def _check_learned(learned: LearnedHash, tier: SwitchTier, where: str) -> None:
-    rows = len(learned.rows)
-    if rows > 16:
-        raise InputError(f"{where}.learned.rows: at most 16 (65,536 next-hop values), got {rows}")
-    if len(learned.table) != 1 << rows:
-        raise InputError(f"{where}.learned.table: {1 << rows} entries for {rows} rows, got {len(learned.table)}")
-    limit = 1 << (8 * KEY_BYTES)
-    for name, values in (("rows", learned.rows), ("checks", learned.checks)):
-        for index, row in enumerate(values):
-            if not 0 < row < limit:
-                raise InputError(f"{where}.learned.{name}[{index}]: a non-zero mask of the 104 key bits")
-    if not 0 <= learned.origin < limit:
-        raise InputError(f"{where}.learned.origin: a 104-bit key")
-    for index, hop in enumerate(learned.table):
-        if hop is not None:
-            try:
-                next_hop_index(hop, tier)
-            except InputError as exc:
-                raise InputError(f"{where}.learned.table[{index}]: {exc}") from None
 
 
 # -- compiled evaluation -----------------------------------------------------------------------------------------
