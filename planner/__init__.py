@@ -43,6 +43,7 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
         "tier_of_switch_name",
     ),
     "planner.io._device_annotations": ("DEFAULT_ANNOTATION_KEYS",),
+    "planner.io._hypernode_tree": ("HyperNodeInfo", "HyperNodeTree", "hypernode_tree"),
     "planner.io._quantity": ("MAX_EXPONENT", "MAX_QUANTITY_CHARS", "read_quantity"),
     "planner.io._hash_model_file": ("dump_hash_model", "hash_model_document", "load_hash_model", "read_hash_model"),
     "planner.io._hash_samples": ("MAX_SAMPLES", "dump_hash_probes", "read_hash_samples"),
@@ -148,6 +149,7 @@ if TYPE_CHECKING:
     from planner.io._device_annotations import DEFAULT_ANNOTATION_KEYS
     from planner.io._hash_model_file import dump_hash_model, hash_model_document, load_hash_model, read_hash_model
     from planner.io._hash_samples import MAX_SAMPLES, dump_hash_probes, read_hash_samples
+    from planner.io._hypernode_tree import HyperNodeInfo, HyperNodeTree, hypernode_tree
     from planner.io._kube_objects import load_kube_objects
     from planner.io._placement import placement_from_pods, read_placement
     from planner.io._placement_types import PlacementProblem, PlacementReadout, render_placement_problems
@@ -281,6 +283,8 @@ __all__ = [
     "MAX_EXPONENT",
     "MAX_QUANTITY_CHARS",
     "DEFAULT_LABEL_KEYS",
+    "HyperNodeInfo",
+    "HyperNodeTree",
     "INITIALIZING_RANK_TABLE",
     "PlacementProblem",
     "PlacementReadout",
@@ -298,6 +302,7 @@ __all__ = [
     "read_hash_samples",
     "dump_topology_file",
     "generate_topology",
+    "hypernode_tree",
     "load_kube_objects",
     "load_topology_file",
     "nodes_for_topology",

@@ -16,7 +16,16 @@ from hypothesis import HealthCheck, given
 from hypothesis import settings as hypothesis_settings
 from hypothesis import strategies as st
 
-from tests.support.admission import apply_ops, bare_job, check_schemas, load_example, mutate, npu_jobs, volcano_defaults
+from tests.support.admission import (
+    apply_ops,
+    bare_job,
+    check_schemas,
+    leaf_spine_facts,
+    load_example,
+    mutate,
+    npu_jobs,
+    volcano_defaults,
+)
 from webhook.admission.jobview import read_job
 from webhook.admission.mutation import NO_FACTS, ClusterFacts, Mutation, plan_create, plan_update
 from webhook.admission.policy import judge, validate
@@ -31,7 +40,8 @@ from webhook.common.settings import (
 ROOT = Path(__file__).resolve().parents[2]
 WRITER = "ringroute.io/rank-table-writer"
 NPU_PODS = "ringroute.io/npu-pods"
-HYPERNODES = ClusterFacts(hypernodes=True)
+HYPERNODES = leaf_spine_facts()
+"""6 leaves of 4 nodes at tier 1 under one tier-2 spine: the 4-pod job of make_route_planned fits a leaf."""
 
 
 def seed_job() -> dict[str, Any]:
@@ -45,7 +55,7 @@ def seed_job() -> dict[str, Any]:
 
 def volcano(
     configmap_plugin: Literal["absent", "installed"] = "absent",
-    inject: Literal["auto", "always", "never"] = "auto",
+    inject: Literal["sized", "fixed", "never"] = "sized",
     version: str = "auto",
     **topology: Any,
 ) -> Settings:
@@ -163,15 +173,15 @@ def test_a_stale_npu_pods_value_is_corrected_on_create_and_kept_on_update(docume
 @pytest.mark.parametrize(
     ("inject", "facts", "expected"),
     [
-        ("auto", NO_FACTS, None),
-        ("auto", HYPERNODES, {"mode": "hard", "highestTierAllowed": 1}),
-        ("always", NO_FACTS, {"mode": "hard", "highestTierAllowed": 1}),
+        ("sized", NO_FACTS, None),
+        ("sized", HYPERNODES, {"mode": "hard", "highestTierAllowed": 1}),
+        ("fixed", NO_FACTS, {"mode": "hard", "highestTierAllowed": 1}),
         ("never", HYPERNODES, None),
     ],
 )
 def test_route_planned_jobs_request_network_topology_when_the_settings_and_cluster_say_so(
     *,
-    inject: Literal["auto", "always", "never"],
+    inject: Literal["sized", "fixed", "never"],
     facts: ClusterFacts,
     expected: dict[str, Any] | None,
     make_route_planned: Any,
@@ -185,12 +195,12 @@ def test_route_planned_jobs_request_network_topology_when_the_settings_and_clust
     assert ("network-topology" in mutated["metadata"]["annotations"]["ringroute.io/injected"]) is (expected is not None)
     check_schemas(mutated, volcano_job_schema, pod_template_schema)
     assert create(mutated, settings, facts).ops == []
-    assert validate(mutated, None, settings) == []
+    assert validate(mutated, None, settings, facts=facts) == []
 
 
 def test_the_topology_request_takes_mode_and_tier_from_the_settings(make_route_planned: Any) -> None:
     job = make_route_planned()
-    settings = volcano(inject="always", mode="soft", highest_tier_allowed=2)
+    settings = volcano(inject="fixed", mode="soft", highest_tier_allowed=2)
     mutated = apply_ops(job, create(job, settings).ops)
     assert mutated["spec"]["networkTopology"] == {"mode": "soft", "highestTierAllowed": 2}
 
@@ -198,7 +208,7 @@ def test_the_topology_request_takes_mode_and_tier_from_the_settings(make_route_p
 def test_jobs_without_route_planning_or_with_their_own_topology_get_none(
     documented_job: dict[str, Any], make_route_planned: Any
 ) -> None:
-    settings = volcano(inject="always")
+    settings = volcano(inject="fixed")
     assert "networkTopology" not in apply_ops(documented_job, create(documented_job, settings).ops)["spec"]
     job = make_route_planned()
     job["spec"]["networkTopology"] = {"mode": "soft", "highestTierName": "spine"}
@@ -216,7 +226,7 @@ def test_a_volcano_release_before_1_12_gets_no_topology_even_where_hypernodes_ex
 @pytest.mark.parametrize("name", ["documented.yaml", "distributed-route-plan.yaml", "bare"])
 def test_a_job_after_volcanos_mutating_webhook_needs_nothing_more(name: str) -> None:
     job = bare_job() if name == "bare" else load_example(name)
-    for settings, facts in ((volcano(), NO_FACTS), (volcano("installed", "always"), HYPERNODES)):
+    for settings, facts in ((volcano(), NO_FACTS), (volcano("installed", "fixed"), HYPERNODES)):
         once = apply_ops(job, create(job, settings, facts).ops)
         assert create(volcano_defaults(once), settings, facts).ops == []
         assert validate(volcano_defaults(once), None, settings) == []
@@ -244,8 +254,8 @@ def jobs_with_plugins(draw: st.DrawFn) -> dict[str, Any]:
 SETTINGS_VARIANTS = [
     (volcano(), NO_FACTS),
     (volcano("installed"), NO_FACTS),
-    (volcano("installed", "auto"), HYPERNODES),
-    (volcano(inject="always", mode="soft", highest_tier_allowed=3), NO_FACTS),
+    (volcano("installed", "sized"), HYPERNODES),
+    (volcano(inject="fixed", mode="soft", highest_tier_allowed=3), NO_FACTS),
 ]
 
 
@@ -264,7 +274,8 @@ def test_any_job_is_patched_to_one_writer_and_patching_again_adds_nothing(job: d
     named = "configmap1980" in (once["spec"].get("plugins") or {})
     assert named is (writer == "volcano-plugin")
     assert not [v for v in validate(once, None, settings) if v.rule in ("rank-table-writer", "volcano-job-plugins")]
-    assert bool(mutation.warnings) is any(op["op"] == "remove" for op in mutation.ops)
+    plugin_warnings = [w for w in mutation.warnings if w.startswith("spec.plugins")]
+    assert bool(plugin_warnings) is any(op["op"] == "remove" for op in mutation.ops)
 
 
 @hypothesis_settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -282,9 +293,9 @@ def test_any_stored_job_applied_again_as_its_file_is_restored_and_volcano_sees_n
     assert not [v for v in judge(result, stored, settings).denials if v.rule == "volcano-update"]
 
 
-def test_the_settings_refuse_always_injecting_into_a_volcano_without_the_field() -> None:
-    with pytest.raises(SettingsError, match=r"inject: always needs Volcano 1\.12 or later"):
-        settings_from_mapping({"volcano": {"version": "1.10", "networkTopology": {"inject": "always"}}})
+def test_the_settings_refuse_a_fixed_tier_on_a_volcano_without_the_field() -> None:
+    with pytest.raises(SettingsError, match=r"inject: fixed needs Volcano 1\.12 or later"):
+        settings_from_mapping({"volcano": {"version": "1.10", "networkTopology": {"inject": "fixed"}}})
     with pytest.raises(SettingsError, match=r"ringroute supports Volcano 1\.7 and later"):
         settings_from_mapping({"volcano": {"version": "1.6"}})
     assert msgspec.structs.replace(volcano(), volcano=VolcanoSettings(version="1.7")).volcano.version == "1.7"

@@ -19,23 +19,16 @@ import orjson
 import pytest
 
 from emulation.apiserver import FakeApiServer, Fault
-from tests.support.admission import apply_ops, load_example, patch_of, review
-from webhook.admission.mutation import ClusterFacts
-from webhook.admission.server import AdmissionHandlers
+from tests.support.admission import apply_ops, leaf_spine_objects, load_example, patch_of, review
+from webhook.admission.policy.network_topology import ClusterFacts
+from webhook.cli.cluster_facts import ClusterFactsWatch
 from webhook.cli.errors import CommandError
 from webhook.cli.main import main
-from webhook.cli.serve import (
-    ServeOptions,
-    detect_cluster_facts,
-    keep_cluster_facts,
-    parse_address,
-    refresh_cluster_facts,
-    run_worker,
-)
-from webhook.common.metrics import Metrics
+from webhook.cli.serve import ServeOptions, parse_address, run_worker
 from webhook.common.settings import Settings
 
 ROOT = Path(__file__).resolve().parents[2]
+NPU = "huawei.com/ascend-1980"
 
 
 def free_port() -> int:
@@ -164,13 +157,6 @@ def test_sigterm_stops_the_server_cleanly(tls_material: Path, no_cluster: dict[s
 
 # -- cluster facts: HyperNodes -------------------------------------------------------------------------------
 
-HYPERNODE = {
-    "apiVersion": "topology.volcano.sh/v1alpha1",
-    "kind": "HyperNode",
-    "metadata": {"name": "leaf-1"},
-    "spec": {"tier": 1, "members": [{"type": "Node", "selector": {"exactMatch": {"name": "node-1"}}}]},
-}
-
 
 def write_kubeconfig(path: Path, server: str) -> Path:
     path.write_text(
@@ -182,42 +168,100 @@ def write_kubeconfig(path: Path, server: str) -> Path:
     return path
 
 
-async def test_a_cluster_without_the_hypernode_crd_or_without_hypernodes_has_none() -> None:
+async def leaf_spine_cluster(server: FakeApiServer, leaves: int = 6, per_leaf: int = 4) -> None:
+    nodes, hypernodes = leaf_spine_objects(leaves, per_leaf)
+    for obj in nodes:
+        await server.apply("nodes", obj)
+    for obj in hypernodes:
+        await server.apply("hypernodes", obj)
+
+
+async def published(seen: list[ClusterFacts], check: Any, within_s: float = 10.0) -> float:
+    """Seconds until a published snapshot satisfies `check` (fails after `within_s`)."""
+    started = time.monotonic()
+    while not (seen and check(seen[-1])):
+        assert time.monotonic() - started < within_s, f"not published within {within_s} s: {seen[-1:]}"
+        await asyncio.sleep(0.02)
+    return time.monotonic() - started
+
+
+def hypernode_names(facts: ClusterFacts) -> set[str]:
+    return {d.name for d in facts.topology.domains} if facts.topology is not None else set()
+
+
+async def test_a_cluster_without_the_hypernode_crd_gives_admission_no_facts_and_is_looked_at_again() -> None:
     async with FakeApiServer(hypernodes=False) as server, server.repository() as repository:
-        assert await detect_cluster_facts(repository) == ClusterFacts(hypernodes=False)
-    async with FakeApiServer(hypernodes=True) as server, server.repository() as repository:
-        assert await detect_cluster_facts(repository) == ClusterFacts(hypernodes=False)
-        await server.apply("hypernodes", HYPERNODE)
-        assert await detect_cluster_facts(repository) == ClusterFacts(hypernodes=True)
-
-
-async def test_admission_notices_hypernodes_that_appear_later_and_keeps_its_answer_when_a_look_fails() -> None:
-    async with FakeApiServer(hypernodes=True) as server, server.repository(request_timeout_s=1.0) as repository:
-        handlers = AdmissionHandlers(Settings(), Metrics(), None)
-        await refresh_cluster_facts(repository, handlers)
-        assert handlers.cluster_facts.hypernodes is False
+        seen: list[ClusterFacts] = []
+        watch = ClusterFactsWatch(repository, Settings(), seen.append, crd_check_interval_s=0.05)
         stop = asyncio.Event()
-        watcher = asyncio.create_task(keep_cluster_facts(repository, handlers, stop, 0.02))
+        task = asyncio.create_task(watch.run(stop))
+        await asyncio.wait_for(watch.synced.wait(), 5)
+        looks = len([r for r in server.requests if r.path.startswith("/apis/topology.volcano.sh")])
+        await asyncio.sleep(0.3)
+        assert len([r for r in server.requests if r.path.startswith("/apis/topology.volcano.sh")]) > looks
+        assert seen == []
+        stop.set()
+        await asyncio.wait_for(task, 5)
+
+
+async def test_admission_sees_a_new_hypernode_within_seconds_and_ignores_node_heartbeats() -> None:
+    async with FakeApiServer(hypernodes=True) as server, server.repository(request_timeout_s=2.0) as repository:
+        await leaf_spine_cluster(server)
+        seen: list[ClusterFacts] = []
+        watch = ClusterFactsWatch(repository, Settings(), seen.append, rebuild_delay_s=0.05)
+        stop = asyncio.Event()
+        task = asyncio.create_task(watch.run(stop))
         try:
-            await server.apply("hypernodes", HYPERNODE)
-            for _ in range(200):
-                if handlers.cluster_facts.hypernodes:
-                    break
-                await asyncio.sleep(0.01)
-            assert handlers.cluster_facts.hypernodes is True
-            server.faults.append(Fault(method="GET", path_contains="/apis/topology.volcano.sh", status=500, times=-1))
-            await refresh_cluster_facts(repository, handlers)
-            assert handlers.cluster_facts.hypernodes is True
+            await published(seen, lambda f: len(hypernode_names(f)) == 7)
+            first = seen[-1].topology
+            assert first is not None
+            assert first.tiers == (1, 2)
+            assert first.cluster.nodes == 24
+            await server.apply("nodes", leaf_spine_objects(7, 4)[0][24])  # node-24 of a seventh leaf
+            new_leaf = leaf_spine_objects(7, 4)[1][6]
+            await server.apply("hypernodes", new_leaf)
+            waited = await published(seen, lambda f: "leaf-6" in hypernode_names(f))
+            assert waited < 10.0
+            leaf6 = next(d for d in seen[-1].topology.domains if d.name == "leaf-6")  # type: ignore[union-attr]
+            assert leaf6.cards == {"huawei.com/ascend-1980": {8: 1}}
+            # A status heartbeat changes nothing admission reads: no rebuild.
+            rebuilds = watch.rebuilds
+            await server.mutate("nodes", None, "node-03", lambda n: n["status"].update(conditions=[{"type": "Ready"}]))
+            await asyncio.sleep(0.5)
+            assert watch.rebuilds == rebuilds
+            # Fewer cards is a change.
+            await server.mutate("nodes", None, "node-03", lambda n: n["status"]["allocatable"].update({NPU: "4"}))
+            await published(seen, lambda f: f.topology.domains[0].cards[NPU] == {8: 3, 4: 1})
+            await server.remove("hypernodes", None, "leaf-6")
+            await published(seen, lambda f: "leaf-6" not in hypernode_names(f))
         finally:
             stop.set()
-            await asyncio.wait_for(watcher, 5)
+            await asyncio.wait_for(task, 5)
 
 
-async def test_serve_requests_network_topology_for_route_planned_jobs_once_it_finds_hypernodes(
+async def test_a_failing_watch_keeps_the_last_snapshot() -> None:
+    async with FakeApiServer(hypernodes=True) as server, server.repository(request_timeout_s=1.0) as repository:
+        await leaf_spine_cluster(server, 2, 2)
+        seen: list[ClusterFacts] = []
+        watch = ClusterFactsWatch(repository, Settings(), seen.append, rebuild_delay_s=0.05)
+        stop = asyncio.Event()
+        task = asyncio.create_task(watch.run(stop))
+        try:
+            await published(seen, lambda f: len(hypernode_names(f)) == 3)
+            server.faults.append(Fault(method="GET", path_contains="/apis/topology.volcano.sh", status=500, times=-1))
+            await server.drop_watches()
+            await asyncio.sleep(0.5)
+            assert hypernode_names(seen[-1]) == {"leaf-0", "leaf-1", "spine"}
+        finally:
+            stop.set()
+            await asyncio.wait_for(task, 5)
+
+
+async def test_serve_asks_for_the_tier_that_holds_the_job_and_sees_hypernodes_that_appear_later(
     tls_material: Path, client_ssl: ssl.SSLContext, tmp_path: Path
 ) -> None:
     async with FakeApiServer(hypernodes=True) as server:
-        await server.apply("hypernodes", HYPERNODE)
+        await leaf_spine_cluster(server)
         port = free_port()
         options = ServeOptions(
             host="127.0.0.1",
@@ -235,9 +279,23 @@ async def test_serve_requests_network_topology_for_route_planned_jobs_once_it_fi
         worker = asyncio.create_task(run_worker(options, primary=True, stop=stop))
         try:
             job = load_example("distributed-route-plan.yaml")
+            job["spec"]["tasks"][0]["replicas"] = job["spec"]["minAvailable"] = 6
             answer = await mutate_when_ready(port, client_ssl, review(job, uid="topology"))
             mutated = apply_ops(job, patch_of(answer))
-            assert mutated["spec"]["networkTopology"] == {"mode": "hard", "highestTierAllowed": 1}
+            assert mutated["spec"]["networkTopology"] == {"mode": "hard", "highestTierAllowed": 2}
+            assert "the largest tier-1 HyperNode, leaf-0, holds 4 of the 6 nodes" in answer["response"]["warnings"][-1]
+            # A leaf of 8 nodes appears: the next 6-pod job fits one leaf, within seconds.
+            nodes, hypernodes = leaf_spine_objects(7, 8)
+            for node in nodes[48:]:
+                await server.apply("nodes", node)
+            await server.apply("hypernodes", hypernodes[6])
+            started = time.monotonic()
+            while True:
+                answer = await mutate_when_ready(port, client_ssl, review(job, uid="later"))
+                if apply_ops(job, patch_of(answer))["spec"]["networkTopology"]["highestTierAllowed"] == 1:
+                    break
+                assert time.monotonic() - started < 10.0
+                await asyncio.sleep(0.1)
         finally:
             stop.set()
             assert await asyncio.wait_for(worker, 15) == 0

@@ -537,3 +537,17 @@ def test_the_extender_forgets_jobs_after_the_configured_memory_ttl() -> None:
     assert state.hosted_nodes(task) == {"node-1": 1}
     state.prune(31.0)
     assert state.hosted_nodes(task) == {}
+
+
+@pytest.mark.parametrize(
+    ("value", "replaced_by"),
+    [("auto", "became sized: the lowest tier that holds the job"), ("always", "(always became fixed)")],
+)
+def test_network_topology_values_of_earlier_releases_are_refused_naming_what_replaced_them(
+    value: str, replaced_by: str
+) -> None:
+    with pytest.raises(SettingsError) as info:
+        settings_from_mapping({"volcano": {"networkTopology": {"inject": value}}})
+    [problem] = info.value.problems
+    assert problem.startswith(f"volcano.networkTopology.inject: {value!r} is not one of sized, fixed, never (")
+    assert replaced_by in problem

@@ -22,6 +22,7 @@ from certs import ServingCertificates
 from emulation.admission import JOBS_RESOURCE, admission_review
 from webhook.admission.jobview import as_mapping, read_job
 from webhook.admission.mutation import NO_FACTS, ClusterFacts, PatchOp, plan_create
+from webhook.admission.policy.network_topology import topology_facts
 from webhook.admission.server import admission_app
 from webhook.common.metrics import Metrics
 from webhook.common.names import INJECTED_ANNOTATION
@@ -337,3 +338,53 @@ def volcano_defaults(job: dict[str, Any]) -> dict[str, Any]:
         for c in task["template"]["spec"]["containers"]:
             c.setdefault("resources", {})
     return job
+
+
+def leaf_spine_objects(
+    leaves: int = 6, per_leaf: int = 4, *, cards: int = 8, resource: str = "huawei.com/ascend-1980"
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """Nodes `node-00`.. with `cards` allocatable, labelled `volcano.sh/tor: leaf-<t>`, and the HyperNodes over
+    them as the issue's cluster has them: `leaf-<t>` at tier 1 (labelMatch) and `spine` at tier 2."""
+    nodes = [
+        {
+            "kind": "Node",
+            "metadata": {"name": f"node-{i:02d}", "labels": {"volcano.sh/tor": f"leaf-{i // per_leaf}"}},
+            "status": {"allocatable": {resource: str(cards), "cpu": "192"}},
+        }
+        for i in range(leaves * per_leaf)
+    ]
+    hypernodes = [
+        {
+            "kind": "HyperNode",
+            "metadata": {"name": f"leaf-{t}"},
+            "spec": {
+                "tier": 1,
+                "tierName": "leaf",
+                "members": [
+                    {"type": "Node", "selector": {"labelMatch": {"matchLabels": {"volcano.sh/tor": f"leaf-{t}"}}}}
+                ],
+            },
+        }
+        for t in range(leaves)
+    ]
+    hypernodes.append(
+        {
+            "kind": "HyperNode",
+            "metadata": {"name": "spine"},
+            "spec": {
+                "tier": 2,
+                "tierName": "spine",
+                "members": [
+                    {"type": "HyperNode", "selector": {"exactMatch": {"name": f"leaf-{t}"}}} for t in range(leaves)
+                ],
+            },
+        }
+    )
+    return nodes, hypernodes
+
+
+def leaf_spine_facts(leaves: int = 6, per_leaf: int = 4, *, cards: int = 8) -> ClusterFacts:
+    """The facts `ringroute serve` hands admission for `leaf_spine_objects`."""
+    nodes, hypernodes = leaf_spine_objects(leaves, per_leaf, cards=cards)
+    resources = {profile.resource_name for profile in Settings().profiles}
+    return ClusterFacts(topology=topology_facts(hypernodes, nodes, resources))

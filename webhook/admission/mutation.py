@@ -7,7 +7,8 @@ open-source Volcano refuses. They are computed against the incoming object as pl
 the end. Running the mutator on its own output yields no ops.
 
 On CREATE the mutation also decides who writes the rank table (`ringroute.io/rank-table-writer`), requests
-Volcano's network-topology-aware scheduling for route-planned jobs when the cluster has HyperNodes, and tells
+Volcano's network-topology-aware scheduling for route-planned jobs at the lowest HyperNode tier that can hold them
+(`webhook.admission.network_topology`; the decision is a warning and `ringroute.io/network-topology`), and tells
 the scheduler extender the gang size (`ringroute.io/npu-pods` on the NPU pod templates).
 
 On UPDATE (`plan_update`) only a job ringroute admitted is patched, and only with what the stored object
@@ -49,6 +50,13 @@ from webhook.admission.patch import (
     restorable,
     template_key,
 )
+from webhook.admission.policy.network_topology import (
+    INJECTED_NETWORK_TOPOLOGY,
+    NO_FACTS,
+    ClusterFacts,
+    TopologyDecision,
+    decide,
+)
 from webhook.admission.policy.route_plan import has_hostname_anti_affinity
 from webhook.admission.policy.size import job_bytes, limit_bytes, too_large_after_mutation
 from webhook.admission.policy.violation import Violation
@@ -59,6 +67,7 @@ from webhook.common.names import (
     INJECTED_ANNOTATION,
     JOB_NAME_LABEL,
     LAUNCHER_KEY,
+    NETWORK_TOPOLOGY_ANNOTATION,
     NPU_PODS_ANNOTATION,
     RANK_TABLE_WRITER_ANNOTATION,
     RING_LABEL,
@@ -66,12 +75,7 @@ from webhook.common.names import (
     VOLCANO_PLUGIN_WRITER,
     VOLCANO_SCHEDULER,
 )
-from webhook.common.settings import (
-    NETWORK_TOPOLOGY_RELEASE,
-    AcceleratorProfile,
-    HostPathVolume,
-    volcano_release,
-)
+from webhook.common.settings import AcceleratorProfile, HostPathVolume
 
 CONFIG_VOLUME = "ringroute-config"
 """Name of the injected rank-table ConfigMap volume."""
@@ -86,25 +90,12 @@ INJECTED_TASK_LABEL = "task-label"
 INJECTED_SCHEDULER = "scheduler-name"
 INJECTED_LAUNCHER = "launcher"
 INJECTED_NPU_PODS = "npu-pods"
-INJECTED_NETWORK_TOPOLOGY = "network-topology"
 REMOVED_VENDOR_PLUGIN = "configmap1980-plugin-removed"
 
 _REQUIRED = "requiredDuringSchedulingIgnoredDuringExecution"
 _ANNOTATION_POINTER = "/metadata/annotations/" + escape_pointer(INJECTED_ANNOTATION)
 _PLUGIN_POINTER = "/spec/plugins/" + escape_pointer(VENDOR_CONFIGMAP_PLUGIN)
 _FIELD_ENV = (("POD_NAME", "metadata.name"), ("POD_IP", "status.podIP"), ("HOST_IP", "status.hostIP"))
-
-
-@dataclass(frozen=True, slots=True)
-class ClusterFacts:
-    """What admission knows of the cluster, found out by `ringroute serve` (nothing without an API server)."""
-
-    hypernodes: bool = False
-    """The cluster has Volcano HyperNode objects, so Volcano (1.12+) can keep a job within a network tier."""
-
-
-NO_FACTS = ClusterFacts()
-"""No API server: `networkTopology.inject: auto` requests nothing."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -197,6 +188,10 @@ class _Plan:
     """Correct a different `ringroute.io/npu-pods` value (CREATE), or only add a missing one (UPDATE)."""
     mount_configmap: bool
     """Mount the rank-table ConfigMap (not when the vendor plugin writes it: it mounts its own)."""
+    topology_reason: str | None = None
+    """`ringroute.io/network-topology` to set: why the job got the networkTopology it has (None: leave it)."""
+    warnings: tuple[str, ...] = ()
+    """Warnings of decisions made on CREATE (the networkTopology asked for)."""
 
     def npu_pods_of(self, index: int) -> str | None:
         """The npu-pods annotation of task `index`."""
@@ -403,18 +398,6 @@ def _with_annotations(view: JobView, ops: list[PatchOp], entries: Mapping[str, s
     return ops
 
 
-def _topology_request(view: JobView, facts: ClusterFacts) -> Mapping[str, Any] | None:
-    """spec.networkTopology for a route-planned job, when the settings (and, for auto, the cluster) ask for it."""
-    request = view.settings.volcano.network_topology
-    if not view.route_planned or request.inject == "never":
-        return None
-    if request.inject == "auto":
-        release = volcano_release(view.settings.volcano.version)
-        if not facts.hypernodes or (release is not None and release < NETWORK_TOPOLOGY_RELEASE):
-            return None
-    return {"mode": request.mode, "highestTierAllowed": request.highest_tier_allowed}
-
-
 def _plugin_warning(view: JobView) -> str:
     """Why the vendor plugin was removed, for kubectl's `Warning:` line."""
     configmap = view.configmap_name
@@ -436,13 +419,15 @@ def _finish(view: JobView, patch: PatchBuilder, plan: _Plan, record: set[str], *
     entries: dict[str, str] = {}
     if plan.writer is not None and view.annotations.get(RANK_TABLE_WRITER_ANNOTATION) != plan.writer:
         entries[RANK_TABLE_WRITER_ANNOTATION] = plan.writer
+    if plan.topology_reason is not None and view.annotations.get(NETWORK_TOPOLOGY_ANNOTATION) != plan.topology_reason:
+        entries[NETWORK_TOPOLOGY_ANNOTATION] = plan.topology_reason
     value = ",".join(sorted(record))
     if patch.ops and value:
         entries[INJECTED_ANNOTATION] = value
     elif update and value and as_str(view.annotations.get(INJECTED_ANNOTATION)) != value:
         entries[INJECTED_ANNOTATION] = value  # a server-side apply dropped only the annotation
     removed = any(op["op"] == "remove" for op in patch.ops)
-    warnings = (_plugin_warning(view),) if removed else ()
+    warnings = ((_plugin_warning(view),) if removed else ()) + plan.warnings
     return Mutation(_with_annotations(view, patch.ops, entries), warnings)
 
 
@@ -456,10 +441,13 @@ def plan_create(view: JobView, facts: ClusterFacts = NO_FACTS, *, size_at_most: 
     if not _mutable(view):
         return Mutation()
     writer = rank_table_writer(view, view.settings)
+    decision: TopologyDecision | None = decide(view, facts)
     plan = _Plan(
         writer=writer,
         remove_plugin=writer == RINGROUTE_WRITER,
-        topology=_topology_request(view, facts),
+        topology=decision.request if decision is not None else None,
+        topology_reason=decision.reason if decision is not None else None,
+        warnings=(decision.warning,) if decision is not None else (),
         npu_pods=str(view.npu_pods) if view.npu_tasks else None,
         replace_npu_pods=True,
         mount_configmap=writer == RINGROUTE_WRITER,
@@ -499,6 +487,7 @@ def plan_update(view: JobView, old: Mapping[str, Any]) -> Mutation:
         npu_pods=tuple(_template_annotation(task, NPU_PODS_ANNOTATION) for task in old_tasks),
         replace_npu_pods=False,
         mount_configmap=writer != VOLCANO_PLUGIN_WRITER,
+        topology_reason=as_str(old_annotations.get(NETWORK_TOPOLOGY_ANNOTATION)),
     )
     # Per-task ops, not copies: each is kept only where the stored object has it.
     patch = _collect(view, plan, copies=False, budget=None)

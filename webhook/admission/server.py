@@ -20,8 +20,9 @@ from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from webhook.admission.jobview import read_job
-from webhook.admission.mutation import ClusterFacts, Mutation, encode_patch, plan_create, plan_update
+from webhook.admission.mutation import Mutation, encode_patch, plan_create, plan_update
 from webhook.admission.policy import Violation, classify, existing_violations, validate
+from webhook.admission.policy.network_topology import ClusterFacts
 from webhook.admission.policy.size import check_job_size
 from webhook.admission.review import (
     AdmissionRequest,
@@ -99,7 +100,8 @@ class AdmissionHandlers:
         self.settings = settings
         self.metrics = metrics
         self.certificates = certificates
-        # What `ringroute serve` finds out about the cluster and keeps current; nothing without an API server.
+        # What `ringroute serve` finds out about the cluster and keeps current (replaced whole, never changed in
+        # place: a request reads one snapshot); nothing without an API server.
         self.cluster_facts = ClusterFacts()
         # One thread: large requests take turns, and the event loop keeps answering the small ones meanwhile
         # (the interpreter switches threads every few milliseconds).
@@ -189,7 +191,7 @@ class AdmissionHandlers:
         job = admission.get("object") or {}
         old = _old_object(admission)
         try:
-            violations = validate(job, old, self.settings, size_at_most=at_most)
+            violations = validate(job, old, self.settings, size_at_most=at_most, facts=self.cluster_facts)
             verdict = classify(violations, self.settings, existing=existing_violations(old, self.settings))
         except RecursionError:
             return self._deny_nesting(admission, job)

@@ -25,8 +25,6 @@ from webhook.cli.inputs import read_settings
 from webhook.common.settings import ExtenderSettings
 
 if TYPE_CHECKING:
-    from webhook.admission.mutation import ClusterFacts
-    from webhook.admission.server import AdmissionHandlers
     from webhook.common.metrics import Metrics
     from webhook.common.settings import Settings
     from webhook.kube.client import KubeRepository
@@ -35,9 +33,6 @@ log = logging.getLogger("ringroute.serve")
 
 SHUTDOWN_GRACE_S = 10.0
 """In-flight requests get this long to finish after SIGTERM (the Pod's grace period is longer)."""
-CLUSTER_FACTS_INTERVAL_S = 180.0
-"""How often admission looks again for HyperNodes (`networkTopology.inject: auto`), so a cluster that gains them
-gets `spec.networkTopology` without a restart."""
 EXTENDER_RESTART_BACKOFF_S = (1.0, 2.0, 5.0, 10.0, 30.0)
 """Waits before restarting an extender process that died, growing with each restart."""
 
@@ -232,43 +227,6 @@ async def _self_signed(options: ServeOptions, repository: KubeRepository, stop: 
     return asyncio.create_task(manager.run(stop), name="self-signed-certificates")
 
 
-async def detect_cluster_facts(repository: KubeRepository) -> ClusterFacts:
-    """What admission needs to know of the cluster: whether it has HyperNode objects (no CRD, or none: no)."""
-    from webhook.admission.mutation import ClusterFacts
-    from webhook.kube.client import HYPERNODES
-
-    if not await repository.has_resource(HYPERNODES):
-        return ClusterFacts(hypernodes=False)
-    items, _ = await repository.list_objects(HYPERNODES)
-    return ClusterFacts(hypernodes=bool(items))
-
-
-async def refresh_cluster_facts(repository: KubeRepository, handlers: AdmissionHandlers) -> None:
-    """Look once and hand the answer to admission; a failed look keeps the previous answer."""
-    try:
-        facts = await detect_cluster_facts(repository)
-    except Exception as exc:
-        log.warning(
-            "event=cluster_facts_failed error=%r action=keeping hypernodes=%s",
-            exc,
-            str(handlers.cluster_facts.hypernodes).lower(),
-        )
-        return
-    if facts != handlers.cluster_facts:
-        log.info("event=cluster_facts hypernodes=%s", str(facts.hypernodes).lower())
-    handlers.cluster_facts = facts
-
-
-async def keep_cluster_facts(
-    repository: KubeRepository, handlers: AdmissionHandlers, stop: asyncio.Event, interval_s: float
-) -> None:
-    """Look again every `interval_s` until `stop` (the first look happens before admission listens)."""
-    from webhook.kube.client import sleep_or_stop
-
-    while not await sleep_or_stop(stop, interval_s):
-        await refresh_cluster_facts(repository, handlers)
-
-
 async def run_worker(options: ServeOptions, *, primary: bool, stop: asyncio.Event | None = None) -> int:
     """Serve until SIGTERM/SIGINT (or `stop`); the primary worker also runs the controller and supervises the
     extender's process."""
@@ -298,14 +256,18 @@ async def run_worker(options: ServeOptions, *, primary: bool, stop: asyncio.Even
     tasks.append(asyncio.create_task(certificates.watch(10.0), name="certificate-watch"))
     runners: list[web.AppRunner] = []
     admission_web = admission_app(settings, metrics, certificates=certificates)
-    if repository is not None and settings.volcano.network_topology.inject == "auto":
+    if repository is not None and _volcano_has_network_topology(settings):
+        # HyperNodes and node capacity for admission, watched here (admission holds no API client) and handed
+        # over as one snapshot after each change; the first one before admission listens.
+        from webhook.admission.policy.network_topology import ClusterFacts
+        from webhook.cli.cluster_facts import start_cluster_facts
+
         handlers = admission_web[HANDLERS_KEY]
-        await refresh_cluster_facts(repository, handlers)
-        tasks.append(
-            asyncio.create_task(
-                keep_cluster_facts(repository, handlers, stop, CLUSTER_FACTS_INTERVAL_S), name="cluster-facts"
-            )
-        )
+
+        def publish(facts: ClusterFacts) -> None:
+            handlers.cluster_facts = facts
+
+        tasks.append(await start_cluster_facts(repository, settings, publish, stop))
     # Connection cap, header, body and keep-alive timeouts per worker process (admission.server).
     admission = await http_server.serve(
         admission_web,
@@ -351,6 +313,14 @@ async def run_worker(options: ServeOptions, *, primary: bool, stop: asyncio.Even
         with contextlib.suppress(Exception):
             await repository.close()
     return 0
+
+
+def _volcano_has_network_topology(settings: Settings) -> bool:
+    """Whether the configured Volcano release can have HyperNodes (1.12+, or auto)."""
+    from webhook.common.settings import NETWORK_TOPOLOGY_RELEASE, volcano_release
+
+    release = volcano_release(settings.volcano.version)
+    return release is None or release >= NETWORK_TOPOLOGY_RELEASE
 
 
 async def supervise_extender(options: ServeOptions, stop: asyncio.Event) -> None:
@@ -421,13 +391,9 @@ async def run_extender(options: ServeOptions, *, stop: asyncio.Event | None = No
 
 
 __all__ = [
-    "CLUSTER_FACTS_INTERVAL_S",
     "ServeOptions",
-    "detect_cluster_facts",
-    "keep_cluster_facts",
     "load_options_settings",
     "parse_address",
-    "refresh_cluster_facts",
     "register",
     "run_extender",
     "run_worker",

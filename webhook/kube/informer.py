@@ -60,6 +60,9 @@ class Informer:
     on_event: EventHandler
     namespace: str | None = None
     label_selector: str | None = None
+    keep: Callable[[Obj], Obj] | None = None
+    """What to keep of each object (after managedFields and node images are dropped); the whole object if None.
+    A cache that reads a few fields of thousands of Nodes keeps only those."""
     store: dict[str, Obj] = field(default_factory=dict)
     synced: asyncio.Event = field(default_factory=asyncio.Event)
     generation: int = 0
@@ -91,12 +94,16 @@ class Informer:
                 await asyncio.sleep(backoff * random.uniform(0.8, 1.2))
                 backoff = min(backoff * 2, BACKOFF_S[1])
 
+    def _kept(self, obj: Obj) -> Obj:
+        stripped = _strip(obj)
+        return self.keep(stripped) if self.keep is not None else stripped
+
     async def _relist(self) -> None:
         items, resource_version = await self.repo.list_objects(
             self.kind, self.namespace, label_selector=self.label_selector
         )
         self.relists += 1
-        fresh = {object_key(o): _strip(o) for o in items}
+        fresh = {object_key(o): self._kept(o) for o in items}
         previous, self.store = self.store, fresh
         self.generation += 1
         self.resource_version = resource_version
@@ -115,8 +122,8 @@ class Informer:
             self.resource_version = str(meta["resourceVersion"])
         if event_type == "BOOKMARK":
             return
-        obj = _strip(obj)
         obj.setdefault("apiVersion", self.kind.api_version)
+        obj = self._kept(obj)
         key = object_key(obj)
         old = self.store.get(key)
         if event_type == "DELETED":

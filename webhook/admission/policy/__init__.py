@@ -15,9 +15,10 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from webhook.admission.jobview import JobView, as_mapping, read_job
+from webhook.admission.jobview import JobView, as_mapping, as_str, read_job
 from webhook.admission.policy import (
     naming,
+    network_topology,
     rank_table_mount,
     resources,
     route_plan,
@@ -27,7 +28,9 @@ from webhook.admission.policy import (
     volcano_update,
     workdir,
 )
+from webhook.admission.policy.network_topology import NO_FACTS, ClusterFacts
 from webhook.admission.policy.violation import Reason, Violation, render
+from webhook.common.names import INJECTED_ANNOTATION
 from webhook.common.settings import Settings
 
 Checker = Callable[[JobView, Settings], list[Violation]]
@@ -77,18 +80,29 @@ legitimate updates would break them (the job controller fills in a PVC's volumeC
 UPDATE_CHECKERS: tuple[tuple[str, UpdateChecker], ...] = ((volcano_update.UPDATE, volcano_update.check_update),)
 """Rules that compare an UPDATE with the stored object, reported after the others."""
 
-RULES: tuple[str, ...] = (size.JOB_SIZE, *(name for name, _ in (*CHECKERS, *UPDATE_CHECKERS)))
-"""Every rule by name: the size rule, which runs first and alone, then CHECKERS and UPDATE_CHECKERS."""
+RULES: tuple[str, ...] = (
+    size.JOB_SIZE,
+    *(name for name, _ in (*CHECKERS, *UPDATE_CHECKERS)),
+    network_topology.NETWORK_TOPOLOGY_CAPACITY,
+)
+"""Every rule by name: the size rule, which runs first and alone, then CHECKERS and UPDATE_CHECKERS, then the rule
+that reads the cluster's HyperNodes (on CREATE, when `ringroute serve` knows them)."""
 
 
 def validate(
-    job: Mapping[str, Any], old: Mapping[str, Any] | None, settings: Settings, *, size_at_most: int | None = None
+    job: Mapping[str, Any],
+    old: Mapping[str, Any] | None,
+    settings: Settings,
+    *,
+    size_at_most: int | None = None,
+    facts: ClusterFacts = NO_FACTS,
 ) -> list[Violation]:
     """All violations of `job` (the new object on UPDATE; `old` is the stored one, or None on CREATE).
 
     A job over `admission.maxJobKib` gets the size violation alone: no other rule reads it (`size_at_most`, a bound
     on its size the caller knows, spares measuring a small one). A job that is being deleted is not checked: its
-    remaining updates only remove finalizers.
+    remaining updates only remove finalizers. `facts` (the cluster's HyperNodes) let a CREATE be checked against
+    what the cluster can hold; on UPDATE spec.networkTopology cannot change, so nothing is checked against them.
     """
     if old is not None and as_mapping(as_mapping(job).get("metadata")).get("deletionTimestamp"):
         return []
@@ -104,6 +118,10 @@ def validate(
         stored = read_job(old, settings)
         for _, update_checker in UPDATE_CHECKERS:
             found.extend(update_checker(view, stored, settings))
+    else:
+        record = (as_str(view.annotations.get(INJECTED_ANNOTATION)) or "").split(",")
+        injected = network_topology.INJECTED_NETWORK_TOPOLOGY in record
+        found.extend(network_topology.check_capacity(view, facts, injected=injected))
     return found
 
 

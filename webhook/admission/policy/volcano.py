@@ -298,8 +298,8 @@ def _check_action(path: str, action: Any, settings: Settings) -> list[Violation]
         return [_policy(f"{path}.action", "Required", None, "an event policy needs an action")]
     if action == "RestartPartition":
         detail = (
-            "the job webhook of Volcano 1.14+ takes it, but its ValidatingAdmissionPolicy (enabled on Kubernetes "
-            f"1.30+) and older releases do not; supported values: {quoted(known(POLICY_ACTIONS, settings))}"
+            "the job webhook of Volcano 1.14+ takes it, but its ValidatingAdmissionPolicy (installed where the "
+            f"admin enables it) and older releases do not; supported values: {quoted(known(POLICY_ACTIONS, settings))}"
         )
     else:
         detail = not_accepted("lifecycle-policy action", str(action), POLICY_ACTIONS, settings)

@@ -2,7 +2,9 @@
 
 Sources: `pkg/controllers/job/plugins/factory.go` (job plugins), `pkg/webhooks/admission/jobs/validate/util.go`
 (lifecycle-policy events and actions), and from v1.14 the `job-validation-policy` ValidatingAdmissionPolicy
-(`installer/helm/chart/volcano/policy/jobs-validating.yaml`, enabled by the chart on Kubernetes >= 1.30).
+(`installer/helm/chart/volcano/policy/jobs-validating.yaml`), installed by the chart only with
+`custom.vap_enable: true` (false by default from v1.14.0 through v1.15.1; no template tests the Kubernetes version,
+whatever the values file's comment says) or by `installer/volcano-development-vap.yaml`.
 
 `settings.volcano.version` names the release; "auto" means any release ringroute supports, so only what every
 release from 1.7 accepts is accepted.

@@ -377,7 +377,8 @@ class _Reader:
                 return None
             choices = ", ".join(map(str, self._literal_order.get(frozenset(kind.values), kind.values)))
             if isinstance(data, str):
-                return f"{data!r} is not one of {choices}"
+                renamed = _RENAMED_VALUES.get((frozenset(kind.values), data), "")
+                return f"{data!r} is not one of {choices}{renamed}"
             return f"expected one of {choices}, got {_shown(data)}{_quote_hint(data)}"
         if isinstance(kind, msgspec.inspect.NoneType):
             return None if data is None else f"expected null, got {_shown(data)}"
@@ -443,13 +444,13 @@ class _Reader:
         version = ("volcano", "version")
         inject = ("volcano", "network_topology", "inject")
         volcano = settings.volcano
-        if self.clean(version, inject) and volcano.network_topology.inject == "always":
+        if self.clean(version, inject) and volcano.network_topology.inject == "fixed":
             release = None if volcano.version == "auto" else volcano_release(volcano.version)
             if release is not None and release < NETWORK_TOPOLOGY_RELEASE:
                 self.problem(
                     inject,
-                    "always needs Volcano 1.12 or later (spec.networkTopology); "
-                    f"{self.name(version)} is {volcano.version!r}: use never, or the scheduler extender",
+                    "fixed needs Volcano 1.12 or later (spec.networkTopology); "
+                    f"{self.name(version)} is {volcano.version!r}: use sized or never, and the scheduler extender",
                 )
 
 
@@ -481,6 +482,16 @@ def _shown(data: Any) -> str:
     if isinstance(data, str | int | float):
         return repr(data)
     return type(data).__name__
+
+
+_RENAMED_VALUES: dict[tuple[frozenset[Any], str], str] = {
+    (frozenset({"sized", "fixed", "never"}), "auto"): (
+        " (auto, which asked for a fixed tier once HyperNodes existed, became sized: the lowest tier that holds the "
+        "job; fixed keeps one tier for every job)"
+    ),
+    (frozenset({"sized", "fixed", "never"}), "always"): " (always became fixed)",
+}
+"""Values of earlier releases, with what replaced them (appended to the problem)."""
 
 
 def _quote_hint(data: Any) -> str:

@@ -274,12 +274,16 @@ class AdmissionSettings(msgspec.Struct, frozen=True, forbid_unknown_fields=True)
 class NetworkTopologySettings(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     """`spec.networkTopology` that admission requests for route-planned jobs on Volcano with HyperNodes (v1.12+)."""
 
-    inject: Literal["auto", "always", "never"] = "auto"
-    """auto: request it when the cluster has HyperNode objects (checked by `ringroute serve`); always; never."""
+    inject: Literal["sized", "fixed", "never"] = "sized"
+    """sized: `hard` at the lowest HyperNode tier where one HyperNode holds the whole job by capacity (the
+    HyperNodes and Nodes `ringroute serve` watches); fixed: always `mode` at `highestTierAllowed`; never: none."""
+    unsized: Literal["omit", "soft"] = "omit"
+    """sized, when no HyperNode holds the job: omit (no networkTopology; Volcano and the extender place it as on
+    a cluster without HyperNodes) or soft (Volcano prefers one HyperNode and never waits for one)."""
     mode: Literal["hard", "soft"] = "hard"
-    """Volcano's mode: hard keeps the job within the tier, soft prefers it."""
+    """fixed: Volcano's mode, hard keeps the job within the tier, soft prefers it."""
     highest_tier_allowed: AtLeastOne = 1
-    """Highest HyperNode tier the job may span (1 = one leaf switch)."""
+    """fixed: highest HyperNode tier the job may span (1 = one leaf switch)."""
 
 
 class VolcanoSettings(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
