@@ -247,17 +247,6 @@ def test_tolerated_taints_and_matching_affinity_keep_a_node_in_the_plan() -> Non
     assert plan.allowed == {"a0", "a1"}
 
 
-def test_a_job_whose_podgroup_asks_volcano_for_network_topology_is_left_to_volcano() -> None:
-    bert = job()
-    body = session_open([bert], measured_cluster())
-    body["Jobs"][bert.job_id]["PodGroup"]["spec"]["networkTopology"] = {"mode": "hard", "highestTierAllowed": 1}
-    memory = state()
-    memory.open_session(decoded_session(body))
-    task = decoded_task(bert.tasks[0])
-    assert memory.plan_for(task) is None
-    assert predicate(task, decoded_node(measured_cluster()[-1]), memory).passes
-
-
 def test_two_jobs_of_one_session_plan_disjoint_leaves() -> None:
     first, second = job("first", 4), job("second", 4)
     nodes = [node(f"a{i}", tor("A")) for i in range(4)] + [node(f"b{i}", tor("B")) for i in range(4)]

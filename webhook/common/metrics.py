@@ -141,7 +141,10 @@ class Metrics:
             Counter(
                 "ringroute_extender_gang_plans_total",
                 "Gang plans of route-planned jobs: enforced (predicate keeps the job on its leaves), scored (only "
-                "prioritize steers), no_fit (the free nodes cannot hold the job).",
+                "prioritize steers); and jobs not planned: no_fit (the free nodes cannot hold the job, within one "
+                "domain of its hard networkTopology tier), size_unknown, no_topology (no node has topology labels), "
+                "left_to_volcano (hard networkTopology at a tier the node labels do not describe: the extender "
+                "stays out).",
                 ["outcome"],
                 registry=r,
             ),

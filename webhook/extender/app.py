@@ -29,7 +29,7 @@ from webhook.common.settings import Settings, volcano_release
 from webhook.extender import scoring
 from webhook.extender.answers import Release, configured_release, predicate_answer
 from webhook.extender.fit import TaskView, read_task
-from webhook.extender.state import ExtenderState, JobPlan
+from webhook.extender.state import ExtenderState, JobPlan, Unplanned
 from webhook.extender.volcano import detect_release_range
 from webhook.extender.wire import (
     EventRequest,
@@ -293,11 +293,11 @@ def _task(task: TaskInfo | None, settings: Settings) -> TaskView:
     return read_task(task, settings)
 
 
-def _plan_logger(metrics: Metrics) -> Callable[[TaskView, JobPlan | None], None]:
-    def on_plan(task: TaskView, plan: JobPlan | None) -> None:
-        if plan is None:
-            metrics.extender_gang_plans.labels("no_fit").inc()
-            log.info("event=extender_gang_unplanned job=%s reason=free_nodes_cannot_hold_it_or_size_unknown", task.job)
+def _plan_logger(metrics: Metrics) -> Callable[[TaskView, JobPlan | Unplanned], None]:
+    def on_plan(task: TaskView, plan: JobPlan | Unplanned) -> None:
+        if isinstance(plan, Unplanned):
+            metrics.extender_gang_plans.labels(plan.reason).inc()
+            log.info("event=extender_gang_unplanned job=%s reason=%s detail=%r", task.job, plan.reason, plan.detail)
             return
         metrics.extender_gang_plans.labels("enforced" if plan.enforced else "scored").inc()
         log.info("event=extender_gang_plan %s", scoring.plan_summary(plan))

@@ -282,9 +282,37 @@ def _exact_min_sum(ordered: Sequence[LeafRoom], k: int, need: int) -> list[LeafR
     return picked
 
 
+def plan_gang_within(rooms: Iterable[LeafRoom], need: int, domain_of: Mapping[str, str]) -> GangPlan | None:
+    """`plan_gang` kept inside one domain (Volcano's hard networkTopology: one HyperNode of the job's tier): the
+    leaves of each domain (`domain_of[leaf]`; leaves without one are left out) are planned on their own and the
+    best plan wins, by the same order as `plan_gang` (fewest leaves, fewest spines, least slack), then by domain
+    name. Leaves that already host the job fix its domain. None when no domain's free nodes hold the job."""
+    by_domain: dict[str, list[LeafRoom]] = {}
+    hosted_domains: set[str | None] = set()
+    for room in rooms:
+        domain = domain_of.get(room.leaf)
+        if room.hosted:
+            hosted_domains.add(domain)
+        if domain is not None:
+            by_domain.setdefault(domain, []).append(room)
+    if None in hosted_domains or len(hosted_domains) > 1:
+        return None  # the job already spans more than one domain (or one the labels do not name)
+    best: tuple[tuple[int, int, int, str], GangPlan] | None = None
+    for domain, members in by_domain.items():
+        if hosted_domains and domain not in hosted_domains:
+            continue
+        plan = plan_gang(members, need)
+        if plan is None:
+            continue
+        key = (len(plan.leaves), len(plan.spines), plan.slack, domain)
+        if best is None or key < best[0]:
+            best = (key, plan)
+    return best[1] if best is not None else None
+
+
 def leaves_lower_bound(free: Iterable[int], need: int) -> int | None:
     """Fewest leaves that can hold `need` tasks given the free nodes per leaf (None: they cannot)."""
     return _fewest_leaves(sorted(free, reverse=True), need) if need > 0 else 0
 
 
-__all__ = ["GangPlan", "LeafRoom", "leaves_lower_bound", "plan_gang"]
+__all__ = ["GangPlan", "LeafRoom", "leaves_lower_bound", "plan_gang", "plan_gang_within"]

@@ -3,6 +3,11 @@
 Only tasks whose pod carries the `ring-controller.cce` label of a known accelerator profile are judged; every
 other task passes every node and gets no scores.
 
+A route-planned job whose PodGroup has a hard `networkTopology` (Volcano 1.12+) is planned within one domain of
+its tier (the leaves under one tier-N label value), so the plan lies inside one of the HyperNodes Volcano may
+choose and Volcano's trial of that HyperNode succeeds; when no node's labels name the domains of that tier, the
+extender stays out of the job (every node fits, no scores) and Volcano places it alone.
+
 - predicate: a route-planned task (container env `ROUTE_PLAN=true`, or pod annotation `ringroute.io/route-plan:
   "true"`) fits a node only when every NPU card of the profile's resource on it is free ("free" is Volcano's
   future idle: Idle + Releasing - Pipelined). While the job's gang plan is enforced (exact session data from
@@ -70,6 +75,9 @@ def predicate(task: TaskView, node: NodeInfo, state: ExtenderState) -> Verdict:
     state.observe((node,), task)
     if not task.route_planned:
         return FITS
+    if state.left_to_volcano(task):
+        state.plan_for(task)  # records (and logs, once a session) why the extender stays out
+        return FITS
     name = node.Name
     resource = task.profile.resource_name
     who = task.job or task.name
@@ -118,6 +126,9 @@ def prioritize(
     work per node would be a third of the call.
     """
     if task.profile is None:
+        return {}
+    if task.route_planned and state.left_to_volcano(task):
+        state.plan_for(task)
         return {}
     views = [] if names_only else [n for n in nodes if isinstance(n, NodeView)]
     if views and not state.session_data:

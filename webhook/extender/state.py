@@ -16,17 +16,19 @@ import operator
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Literal
 
 from planner import DEFAULT_LABEL_KEYS
 from webhook.common.names import RING_LABEL
 from webhook.common.settings import Settings
 from webhook.extender.fit import TaskView, node_admits, node_cards, read_task
-from webhook.extender.placement import GangPlan, LeafRoom, plan_gang
+from webhook.extender.placement import GangPlan, LeafRoom, plan_gang, plan_gang_within
 from webhook.extender.wire import (
     GONE_STATUSES,
     PLACED_STATUSES,
     STATUS_PENDING,
     JobInfo,
+    NetworkTopologySpec,
     NodeInfo,
     NodeView,
     SessionOpenRequest,
@@ -105,6 +107,16 @@ def node_labels(info: NodeView) -> Mapping[str, str] | None:
     return meta.labels if meta is not None else None
 
 
+@dataclass(frozen=True, slots=True)
+class TierLimit:
+    """A job's hard `spec.networkTopology`: Volcano (1.12+) keeps it within one HyperNode of `tier` or below."""
+
+    tier: int | None
+    """highestTierAllowed; None when the job names a tier (highestTierName) the session does not translate."""
+    name: str = ""
+    """highestTierName as written, for messages."""
+
+
 @dataclass(slots=True)
 class JobFacts:
     """A ringroute job as the session's scheduler cache shows it."""
@@ -115,8 +127,24 @@ class JobFacts:
     """Of those, tasks still waiting for a node."""
     placed: dict[str, int]
     """Tasks per node that hold one (allocated, binding, bound or running)."""
-    network_topology: bool
-    """The job's PodGroup asks Volcano's own network-topology-aware scheduling (v1.12+) to place it."""
+    hard_tier: TierLimit | None = None
+    """The job's PodGroup has a hard networkTopology: its tasks must share one HyperNode of this tier."""
+
+
+UnplannedReason = Literal["no_fit", "size_unknown", "no_topology", "left_to_volcano"]
+
+
+@dataclass(frozen=True, slots=True)
+class Unplanned:
+    """Why a route-planned job got no gang plan this session (logged, counted by `reason`)."""
+
+    job: str
+    reason: UnplannedReason
+    """no_fit: the free nodes cannot hold it (within one domain of its tier, for a hard networkTopology);
+    size_unknown: no session data and no `ringroute.io/npu-pods`; no_topology: no node it knows carries topology
+    labels; left_to_volcano: a hard networkTopology whose tier's domains the nodes' labels do not name, so the
+    extender stays out and Volcano places the job alone."""
+    detail: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -153,12 +181,31 @@ class _JobMemory:
     """task uid -> node, from allocate events of this session."""
     plan: JobPlan | None = None
     plan_used: float = 0.0
+    unplanned: Unplanned | None = None
+    """Why planning found no plan in `no_plan_session`."""
     no_plan_session: int = -1
     """Session in which planning found no placement (not retried within it)."""
     no_plan_at: float = -1e18
     failures: int = 0
     """Consecutive sessions in which the job kept pending tasks after an enforced plan."""
     touched: float = 0.0
+
+
+def _hard_tier(job: JobInfo) -> TierLimit | None:
+    """The tier a job's hard networkTopology keeps it within, as vc-scheduler reads it: mode hard (the CRD's
+    default) with highestTierAllowed, or a highestTierName the session translated (1.15 sends the translation in
+    `JobInfo.NetworkTopology`). Soft, or hard without any tier, constrains nothing (Volcano places such a job
+    without HyperNode limits)."""
+    written: NetworkTopologySpec | None = job.PodGroup.network_topology if job.PodGroup is not None else None
+    if written is None or written.effective_mode != "hard":
+        return None
+    if written.tier is not None:
+        return TierLimit(written.tier)
+    if not written.tier_name:
+        return None
+    session = job.NetworkTopology
+    translated = session.tier if session is not None and session.effective_mode == "hard" else None
+    return TierLimit(translated, written.tier_name)
 
 
 class PathTable:
@@ -215,7 +262,7 @@ class ExtenderState:
         self._session_cards: dict[str, int] = {}
         """Cards allocated per node in this session by allocate events (minus deallocations)."""
         self._last_prune = clock()
-        self.on_plan: Callable[[TaskView, JobPlan | None], None] | None = None
+        self.on_plan: Callable[[TaskView, JobPlan | Unplanned], None] | None = None
         """Called after each planning attempt (the service logs it and counts it)."""
 
     # ------------------------------------------------------------------------------------------------ sessions
@@ -293,11 +340,9 @@ class ExtenderState:
                 pending += 1
             elif task.Status in PLACED_STATUSES and task.NodeName:
                 placed[task.NodeName] = placed.get(task.NodeName, 0) + 1
-        spec = job.PodGroup.spec if job.PodGroup is not None else None
-        topology = spec is not None and spec.networkTopology is not None
         if size == 0 and job.MinAvailable > 0:
             size = pending = job.MinAvailable
-        return JobFacts(size=size, pending=pending, placed=placed, network_topology=topology)
+        return JobFacts(size=size, pending=pending, placed=placed, hard_tier=_hard_tier(job))
 
     # ---------------------------------------------------------------------------------------------- observation
 
@@ -427,8 +472,8 @@ class ExtenderState:
 
     def plan_for(self, task: TaskView, *, create: bool = True) -> JobPlan | None:
         """The job's gang plan, made now (when `create`) if this is the job's first call of the session; None
-        when the job is not planned (not route-planned, placed by Volcano's network topology, size unknown, or
-        no placement holds it)."""
+        when the job is not planned (not route-planned, size unknown, no placement holds it, or left to Volcano:
+        `unplanned` says why)."""
         if not task.route_planned or task.profile is None or not task.job:
             return None
         settings = self.settings.extender
@@ -442,13 +487,31 @@ class ExtenderState:
             return plan
         if not create or self._current(memory.no_plan_session, memory.no_plan_at, now):
             return None
-        plan = self._make_plan(task, memory)
+        made = self._make_plan(task, memory)
         if self.on_plan is not None:
-            self.on_plan(task, plan)
-        memory.plan, memory.plan_used = plan, now
-        if plan is None:
+            self.on_plan(task, made)
+        if isinstance(made, Unplanned):
+            memory.plan, memory.unplanned = None, made
             memory.no_plan_session, memory.no_plan_at = self.session, now
-        return plan
+            return None
+        memory.plan, memory.plan_used, memory.unplanned = made, now, None
+        return made
+
+    def left_to_volcano(self, task: TaskView) -> bool:
+        """The job's hard networkTopology names a tier whose domains the extender cannot see: it stays out (every
+        node fits, no scores) and Volcano places the job within its HyperNodes alone."""
+        facts = self.jobs.get(task.job) if self.session_data else None
+        return facts is not None and facts.hard_tier is not None and self._tier_unreadable(facts.hard_tier)
+
+    def _tier_unreadable(self, limit: TierLimit) -> bool:
+        """No node the extender knows carries labels naming domains of the limit's tier (tier 1: leaves)."""
+        if limit.tier is None:
+            return True
+        return not self._labelled(max(limit.tier, 1))
+
+    def _labelled(self, tiers: int) -> bool:
+        """Some known node's labels give a topology path of at least `tiers` tiers."""
+        return any(path is not None and len(path) >= tiers for path in self.path_table.paths)
 
     def _current(self, session: int, used_at: float, now: float) -> bool:
         """A plan (or a failed planning) of `session` still applies: same session, or, without sessions, used
@@ -457,22 +520,32 @@ class ExtenderState:
             return False
         return bool(self.session) or now - used_at <= self.settings.extender.plan_ttl_s
 
-    def _make_plan(self, task: TaskView, memory: _JobMemory) -> JobPlan | None:
+    def _make_plan(self, task: TaskView, memory: _JobMemory) -> JobPlan | Unplanned:
         facts = self.jobs.get(task.job) if self.session_data else None
-        if facts is not None and facts.network_topology:
-            return None
+        limit = facts.hard_tier if facts is not None else None
+        if limit is not None and self._tier_unreadable(limit):
+            wanted = f"tier {limit.tier}" if limit.tier is not None else f"tier {limit.name!r}"
+            return Unplanned(
+                task.job,
+                "left_to_volcano",
+                f"hard networkTopology at {wanted}, and no node's labels name the domains of that tier",
+            )
+        if not self._labelled(1):
+            return Unplanned(task.job, "no_topology", "no node it was shown carries topology labels")
         hosted = self.hosted_nodes(task)
         if facts is not None:
             need = facts.pending
         elif task.npu_pods is not None:
             need = task.npu_pods - sum(hosted.values())
         else:
-            return None
+            return Unplanned(task.job, "size_unknown", "no session data and no ringroute.io/npu-pods on its pods")
         if need <= 0:
-            return None
+            return Unplanned(task.job, "no_fit", "no task of the job is pending")
         reserved = self._reserved_elsewhere(task.job)
         free_by_leaf: dict[str, list[str]] = {}
         spine_of: dict[str, str | None] = {}
+        domain_of: dict[str, str] = {}
+        """Tier-`limit` domain of each leaf (the leaf itself at tier 1)."""
         fresh = frozenset(self._fresh)
         for name, info in self.nodes.items():
             path = self.path_of(name, info)
@@ -480,6 +553,8 @@ class ExtenderState:
                 continue
             leaf = path[0]
             spine_of.setdefault(leaf, path[1] if len(path) > 1 else None)
+            if limit is not None and limit.tier is not None and len(path) >= max(limit.tier, 1):
+                domain_of.setdefault(leaf, path[max(limit.tier, 1) - 1])
             if self._session_cards.get(name, 0) > 0:
                 continue
             if name in fresh or (node_admits(task.constraints, info) and node_cards(info, task).fits):
@@ -490,6 +565,8 @@ class ExtenderState:
             if path:
                 hosted_leaves[path[0]] = hosted_leaves.get(path[0], 0) + count
                 spine_of.setdefault(path[0], path[1] if len(path) > 1 else None)
+                if limit is not None and limit.tier is not None and len(path) >= max(limit.tier, 1):
+                    domain_of.setdefault(path[0], path[max(limit.tier, 1) - 1])
         rooms = [
             LeafRoom(
                 leaf,
@@ -499,9 +576,15 @@ class ExtenderState:
             )
             for leaf in sorted(set(free_by_leaf) | set(hosted_leaves))
         ]
-        gang = plan_gang(rooms, need)
+        if limit is not None:
+            gang = plan_gang_within(rooms, need, domain_of)
+            where = f" within one tier-{limit.tier} domain"
+        else:
+            gang = plan_gang(rooms, need)
+            where = ""
         if gang is None:
-            return None
+            free = sum(r.free for r in rooms)
+            return Unplanned(task.job, "no_fit", f"{free} free nodes it can use, {need} pending pods{where}")
         allowed: set[str] = set()
         bonus: dict[str, float] = {}
         full = gang.full_leaves
@@ -593,6 +676,9 @@ __all__ = [
     "ExtenderState",
     "JobFacts",
     "JobPlan",
+    "TierLimit",
+    "Unplanned",
+    "UnplannedReason",
     "Path",
     "PathReader",
     "PathTable",

@@ -236,22 +236,54 @@ class SessionTask(msgspec.Struct, gc=False, omit_defaults=True):
 
 
 class NetworkTopologySpec(msgspec.Struct, gc=False, omit_defaults=True):
-    """PodGroup `spec.networkTopology` (Volcano 1.12+)."""
+    """`spec.networkTopology` (Volcano 1.12+), with json tags (1.14+) or Go field names (1.12, 1.13)."""
 
     mode: str = ""
     highestTierAllowed: int | None = None  # noqa: N815
+    highestTierName: str = ""  # noqa: N815
+    Mode: str = ""
+    HighestTierAllowed: int | None = None
+    HighestTierName: str = ""
+
+    @property
+    def effective_mode(self) -> str:
+        """`hard` or `soft`; the CRD's default is hard."""
+        return self.mode or self.Mode or "hard"
+
+    @property
+    def tier(self) -> int | None:
+        """highestTierAllowed, whichever spelling."""
+        return self.highestTierAllowed if self.highestTierAllowed is not None else self.HighestTierAllowed
+
+    @property
+    def tier_name(self) -> str:
+        """highestTierName, whichever spelling."""
+        return self.highestTierName or self.HighestTierName
 
 
 class PodGroupSpecView(msgspec.Struct, gc=False, omit_defaults=True):
-    """PodGroup spec subset: Volcano (v1.12+) places a job with `networkTopology` on HyperNodes itself."""
+    """PodGroup spec subset: Volcano (v1.12+) keeps a job with `networkTopology` within HyperNodes itself."""
 
     networkTopology: NetworkTopologySpec | None = None  # noqa: N815
+    NetworkTopology: NetworkTopologySpec | None = None
 
 
 class PodGroupView(msgspec.Struct, gc=False, omit_defaults=True):
-    """`api.PodGroup` (embeds the scheduling PodGroup, so `spec` is at its top level)."""
+    """`api.PodGroup` (embeds the scheduling PodGroup, so its spec is at its top level): `spec` from 1.14, when the
+    internal types got json tags, `Spec` before."""
 
     spec: PodGroupSpecView | None = None
+    Spec: PodGroupSpecView | None = None
+
+    @property
+    def network_topology(self) -> NetworkTopologySpec | None:
+        """The PodGroup's networkTopology as the user wrote it (copied from the Job), if any."""
+        for spec in (self.spec, self.Spec):
+            if spec is not None:
+                found = spec.networkTopology or spec.NetworkTopology
+                if found is not None:
+                    return found
+        return None
 
 
 class JobInfo(msgspec.Struct, gc=False, omit_defaults=True):
@@ -263,6 +295,9 @@ class JobInfo(msgspec.Struct, gc=False, omit_defaults=True):
     MinAvailable: int = 0
     Tasks: dict[str, SessionTask] | None = None
     PodGroup: PodGroupView | None = None
+    NetworkTopology: NetworkTopologySpec | None = None
+    """1.15+: the spec vc-scheduler follows this session (a highestTierName translated to its tier, soft turned
+    into hard at a tier above every HyperNode)."""
 
 
 # ------------------------------------------------------------------------------------------------------ requests

@@ -247,7 +247,8 @@ def decide(view: JobView, facts: ClusterFacts) -> TopologyDecision | None:
                 f"job needs"
             )
         else:
-            why = f"{_count(holding, 'HyperNode')} of tier {tier} hold the {demand.describe()} it needs"
+            verb = "holds" if len(holding) == 1 else "hold"
+            why = f"{_count(holding, 'HyperNode')} of tier {tier} {verb} the {demand.describe()} it needs"
         return TopologyDecision(
             {"mode": "hard", "highestTierAllowed": tier},
             f"ringroute asked Volcano to keep this job within one tier-{tier} HyperNode (mode hard, "
