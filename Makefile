@@ -57,7 +57,7 @@ check: lint typecheck
 
 bench: $(STAMP)
 	$(PY) bench/planner.py
-	@for b in webhook controller extender hostile; do \
+	@for b in webhook controller extender hostile calibration; do \
 	  if [ -f bench/$$b.py ]; then $(PY) bench/$$b.py || exit 1; fi; done
 
 e2e: $(STAMP)

@@ -87,6 +87,15 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
         "read_qp_port_config",
         "render_qp_port_config",
     ),
+    "planner.sim._calibrate": (
+        "CALIBRATION_STATUS_MESSAGES",
+        "CalibrationResult",
+        "CalibrationStatus",
+        "HoldoutCheck",
+        "SwitchCalibration",
+        "calibrate_hash_model",
+        "samples_to_learn",
+    ),
     "planner.sim._colouring": ("edge_colouring",),
     "planner.sim._evaluate": (
         "LinkLoads",
@@ -106,6 +115,15 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
     "planner.sim._steering": ("DEFAULT_PORT_RANGE", "SourcePorts", "hashed_routes", "spread_ports"),
     # matplotlib is imported only when a plot is drawn (the optional `plot` extra)
     "planner.sim._plot": ("link_load_figure", "plot_link_loads"),
+    "planner.sim._probes": (
+        "DEFAULT_PROBE_PORTS",
+        "AddressPool",
+        "SwitchProbes",
+        "address_pool",
+        "fabric_switches",
+        "probe_tuples",
+        "switch_pools",
+    ),
     "planner.sim._route_plan": ("RoutePlan", "RoutesFile"),
     "planner.sim._summary": (
         "MetricChange",
@@ -186,6 +204,15 @@ if TYPE_CHECKING:
         topology_from_nodes,
         topology_from_tor_configmap,
     )
+    from planner.sim._calibrate import (
+        CALIBRATION_STATUS_MESSAGES,
+        CalibrationResult,
+        CalibrationStatus,
+        HoldoutCheck,
+        SwitchCalibration,
+        calibrate_hash_model,
+        samples_to_learn,
+    )
     from planner.sim._colouring import edge_colouring
     from planner.sim._evaluate import (
         LinkLoads,
@@ -203,6 +230,15 @@ if TYPE_CHECKING:
     from planner.sim._patterns import halving_doubling_sizes, halving_doubling_steps, lambda_star, ring_flows
     from planner.sim._pinning import pin_routes, routes_from_assignment
     from planner.sim._plot import link_load_figure, plot_link_loads
+    from planner.sim._probes import (
+        DEFAULT_PROBE_PORTS,
+        AddressPool,
+        SwitchProbes,
+        address_pool,
+        fabric_switches,
+        probe_tuples,
+        switch_pools,
+    )
     from planner.sim._route_plan import RoutePlan, RoutesFile
     from planner.sim._steering import DEFAULT_PORT_RANGE, SourcePorts, hashed_routes, spread_ports
     from planner.sim._summary import (
@@ -278,6 +314,21 @@ __all__ = [
     "spine_switch_name",
     "tier1_switch_name",
     "tier_of_switch_name",
+    # calibration of the hash model from switches' answers, and the probes to ask them
+    "CALIBRATION_STATUS_MESSAGES",
+    "DEFAULT_PROBE_PORTS",
+    "AddressPool",
+    "CalibrationResult",
+    "CalibrationStatus",
+    "HoldoutCheck",
+    "SwitchCalibration",
+    "SwitchProbes",
+    "address_pool",
+    "calibrate_hash_model",
+    "fabric_switches",
+    "probe_tuples",
+    "samples_to_learn",
+    "switch_pools",
     # io: placement, topology sources and file, rank-table formats
     "DEFAULT_ANNOTATION_KEYS",
     "MAX_EXPONENT",
