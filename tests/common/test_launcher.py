@@ -208,3 +208,26 @@ def test_launcher_has_its_timeout_default_filled_in_and_uses_no_bashisms() -> No
         assert bashism not in script
     check = subprocess.run([dash(), "-n"], input=script, capture_output=True, text=True, check=False)
     assert check.returncode == 0, check.stderr
+
+
+def test_the_launcher_polls_its_local_file_every_second_by_default(tmp_path: Path) -> None:
+    """A read of a local file costs nothing: the default poll is 1 s, so the command starts within a second of
+    kubelet writing the table (a `sleep` on PATH before the real one records each wait)."""
+    write_mount(tmp_path, '{"status":"initializing"}', {})
+    shims = tmp_path / "bin"
+    shims.mkdir()
+    waits = tmp_path / "waits"
+    real_sleep = require_tool("sleep", "apt-get install coreutils")
+    (shims / "sleep").write_text(f'#!/bin/sh\necho "$@" >>{waits}\nexec {real_sleep} "$@"\n', encoding="utf-8")
+    (shims / "sleep").chmod(0o755)
+    env = {"PATH": f"{shims}:{os.environ['PATH']}", "POD_NAME": "job-worker-1", "RINGROUTE_LAUNCHER_TIMEOUT": "2"}
+    result = subprocess.run(
+        [dash(), str(tmp_path / "ringroute-launcher.sh"), "--", "true"],
+        check=False,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+    assert result.returncode == 1
+    assert "still says status 'initializing' after 2s" in result.stderr
+    assert waits.read_text(encoding="utf-8").split() == ["1", "1"]

@@ -12,7 +12,7 @@ table=${RANK_TABLE_FILE:-$mount_dir/jobstart_hccl.json}
 table_dir=$(dirname "$table")
 ranks_file=${RINGROUTE_RANKS_FILE:-$table_dir/ranks.env}
 timeout=${RINGROUTE_LAUNCHER_TIMEOUT:-@RINGROUTE_LAUNCHER_TIMEOUT@}
-interval=${RINGROUTE_LAUNCHER_POLL:-2}
+interval=${RINGROUTE_LAUNCHER_POLL:-1}
 
 fail() {
     echo "$prog: $*" >&2
