@@ -2,9 +2,11 @@
 
 It speaks what the controller and the self-managed certificates use, with the semantics that matter: list + watch
 with resourceVersions, bookmarks and 410 Gone after compaction; get/create/update/merge-patch/delete with 409 on a
-stale resourceVersion, on an existing name and on failed delete preconditions; ownerReference validation (422) and
-garbage collection as kube-controller-manager does it (see `_collect`); an admission chain of webhooks on create and
-update, with `dryRun=All`; API discovery; and injected faults (HTTP errors and slow answers) by method and path.
+stale resourceVersion, on an existing name and on failed delete preconditions (a merge patch that changes nothing
+stores nothing, and one that names another UID is a 422, as on a real API server); ownerReference validation (422)
+and garbage collection as kube-controller-manager does it (see `_collect`); an admission chain of webhooks on
+create, update and patch, with `dryRun=All`; API discovery; and injected faults (HTTP errors and slow answers) by
+method and path.
 Pods behave as the real API server keeps them: a created pod's status is `Pending`, updates of the pod leave its
 status alone, and only `pods/<name>/status` (kubelet) and `pods/<name>/binding` (the scheduler) change the status
 and the node, so tests can play a pod's life in the order a cluster writes it.
@@ -218,7 +220,7 @@ class FakeApiServer:
         self.watch_generation = 0
         """Bumped by `drop_watches`; open watch streams of an older generation end."""
         self.admission: dict[str, list[AdmissionWebhook]] = {}
-        """Admission chain per plural, run on HTTP create and update (objects written by `apply` skip it)."""
+        """Admission chain per plural, run on HTTP create, update and patch (objects written by `apply` skip it)."""
         self.created_at: dict[tuple[str, str, str], float] = {}
         """`time.perf_counter()` when each (plural, namespace, name) was last created (benchmarks read it)."""
 
@@ -624,7 +626,19 @@ class FakeApiServer:
         if plural == "pods":
             patch.pop("status", None)  # only pods/status changes it
         merged = merge_patch(current, patch)
+        uid = merged["metadata"].get("uid")
+        if uid != current["metadata"]["uid"]:
+            # A UID in a patch is no precondition: the patched object fails validation (measured on v1.36).
+            raise _RefusedError(
+                422,
+                f'{KINDS[plural]} "{name}" is invalid: metadata.uid: Invalid value: "{uid}": field is immutable',
+            )
         merged["metadata"]["resourceVersion"] = current["metadata"]["resourceVersion"]
+        dry_run = "All" in request.query.getall("dryRun", [])
+        merged = await self._admit(plural, "UPDATE", merged, current, dry_run=dry_run)
+        if dry_run or merged == current:
+            # A patch that changes nothing stores nothing: no new resourceVersion, no watch event.
+            return web.json_response(merged)
         return web.json_response(await self._write(plural, merged, guard=True))
 
     async def _delete_request(

@@ -208,3 +208,43 @@ async def test_a_pods_status_and_node_change_only_through_its_status_and_binding
     assert stored["spec"]["nodeName"] == "npu-3"
     assert stored["metadata"]["annotations"]["a"] == "1"
     assert stored["status"] == {"phase": "Running", "hostIP": "192.168.0.4"}, "only pods/status writes the status"
+
+
+async def test_pod_merge_patches_answer_as_a_v1_36_api_server_does(
+    server: FakeApiServer, repository: KubeRepository
+) -> None:
+    """Measured on kube-apiserver v1.36: a UID in a merge patch is no precondition but an immutable field (422 on
+    another pod), a patch that changes nothing stores nothing (same resourceVersion, no watch event), a stale
+    resourceVersion is a 409, a missing pod a 404, and admission sees a patch as an UPDATE."""
+    job = await server.apply("jobs", {"metadata": {"name": "j", "namespace": NS}})
+    pod = await server.apply("pods", make_pod(job, 0, "npu-3"))
+    uid = pod["metadata"]["uid"]
+    with pytest.raises(KubeError) as other_uid:
+        await repository.patch_object(PODS, NS, "j-worker-0", {"metadata": {"uid": "other", "annotations": {"a": "1"}}})
+    assert other_uid.value.status == 422
+    assert 'metadata.uid: Invalid value: "other": field is immutable' in str(other_uid.value)
+    patched = await repository.patch_object(
+        PODS, NS, "j-worker-0", {"metadata": {"uid": uid, "annotations": {"a": "1"}}}
+    )
+    events = len(server.stores["pods"].history)
+    again = await repository.patch_object(PODS, NS, "j-worker-0", {"metadata": {"uid": uid, "annotations": {"a": "1"}}})
+    assert again["metadata"]["resourceVersion"] == patched["metadata"]["resourceVersion"]
+    assert len(server.stores["pods"].history) == events, "no watch event for a patch that changes nothing"
+    stale = {"metadata": {"resourceVersion": pod["metadata"]["resourceVersion"], "annotations": {"a": "2"}}}
+    with pytest.raises(ConflictError):
+        await repository.patch_object(PODS, NS, "j-worker-0", stale)
+    with pytest.raises(KubeError) as missing:
+        await repository.patch_object(PODS, NS, "nope", {"metadata": {"annotations": {"a": "1"}}})
+    assert missing.value.status == 404
+    seen: list[str] = []
+
+    async def deny(review: dict[str, Any]) -> dict[str, Any]:
+        seen.append(review["request"]["operation"])
+        return {"allowed": False, "status": {"message": "no pod updates here"}}
+
+    server.admission["pods"] = [AdmissionWebhook("policy.example.com", deny)]
+    with pytest.raises(KubeError) as denied:
+        await repository.patch_object(PODS, NS, "j-worker-0", {"metadata": {"annotations": {"a": "3"}}})
+    assert denied.value.status == 403
+    assert 'admission webhook "policy.example.com" denied the request: no pod updates here' in str(denied.value)
+    assert seen == ["UPDATE"]

@@ -21,6 +21,7 @@ from tests.manifests.test_objects import NAMESPACE, Grant, grants_of_service_acc
 from tests.support.controller import wait_for
 from tests.support.kustomize import one, render
 from webhook.common.metrics import Metrics
+from webhook.common.names import RANK_TABLE_VERSION_ANNOTATION
 from webhook.common.settings import ControllerSettings, Settings, settings_from_mapping
 from webhook.controller.run import run_controller
 from webhook.kube.client import KubeRepository
@@ -153,8 +154,9 @@ def allowed(grants: set[Grant], call: tuple[str | None, str, str, str], name: st
 
 
 async def controller_requests(settings: Settings) -> list[Request]:
-    """Every request the leader makes while a route-planned job is created, placed, completed and deleted, and an
-    orphaned ConfigMap is swept: a full life, with HyperNodes served and the Lease taken."""
+    """Every request the leader makes while a route-planned job is created, placed, completed (its pods updated so
+    kubelet rewrites their table file) and deleted, and an orphaned ConfigMap is swept: a full life, with
+    HyperNodes served and the Lease taken."""
     namespace = settings.controller.namespaces[0] if settings.controller.namespaces else "team-a"
     async with FakeApiServer(hypernodes=True, bookmark_interval_s=0.5) as server:
         for node in cluster_nodes(4, 8):
@@ -188,6 +190,14 @@ async def controller_requests(settings: Settings) -> list[Request]:
                 return table is not None and '"completed"' in table["data"]["jobstart_hccl.json"]
 
             await wait_for(completed, timeout_s=15)
+
+            def pods_updated() -> bool:
+                pods = [server.get("pods", namespace, f"train-worker-{index}") for index in range(3)]
+                return all(
+                    RANK_TABLE_VERSION_ANNOTATION in (p or {}).get("metadata", {}).get("annotations", {}) for p in pods
+                )
+
+            await wait_for(pods_updated, timeout_s=8)
             orphan = {
                 "apiVersion": "v1",
                 "kind": "ConfigMap",
@@ -228,6 +238,7 @@ EXERCISED = {
     ("batch.volcano.sh", "jobs", "list"),
     ("batch.volcano.sh", "jobs", "watch"),
     ("", "pods", "watch"),
+    ("", "pods", "patch"),
     ("", "nodes", "watch"),
     ("topology.volcano.sh", "hypernodes", "watch"),
     ("", "configmaps", "create"),

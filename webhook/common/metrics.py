@@ -81,6 +81,28 @@ class Metrics:
         )
         set_(
             self,
+            "pod_updates",
+            Counter(
+                "ringroute_pod_updates_total",
+                "Pod annotation updates after rank-table writes (kubelet then refreshes the table file), by outcome: "
+                "updated, gone (404), refused (422, not retried), retried (a failed attempt, retried with backoff), "
+                "given_up (still failing after controller.podUpdateRetryS).",
+                ["outcome"],
+                registry=r,
+            ),
+        )
+        set_(
+            self,
+            "table_to_pods",
+            Histogram(
+                "ringroute_rank_table_pods_updated_seconds",
+                "Time from a rank-table write to the last pod of its job updated.",
+                buckets=(0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0),
+                registry=r,
+            ),
+        )
+        set_(
+            self,
             "reconcile_latency",
             Histogram(
                 "ringroute_reconcile_seconds",
@@ -181,6 +203,8 @@ class Metrics:
     configmap_creates: Counter = field(init=False)
     plans: Counter = field(init=False)
     plan_latency: Histogram = field(init=False)
+    pod_updates: Counter = field(init=False)
+    table_to_pods: Histogram = field(init=False)
     reconcile_latency: Histogram = field(init=False)
     api_errors: Counter = field(init=False)
     leader: Gauge = field(init=False)

@@ -40,6 +40,9 @@ DATA_HASH_ANNOTATION = "ringroute.io/data-sha256"
 """Hash of the data the controller wrote; a different hash means someone edited the ConfigMap."""
 LAUNCHER_KEY = "ringroute-launcher.sh"
 """Rank-table ConfigMap key (file under the mount path) of the launcher that mutation wraps commands with."""
+RANK_TABLE_VERSION_ANNOTATION = "ringroute.io/rank-table-version"
+"""Pod annotation the controller sets after each rank-table write, `<ConfigMap resourceVersion>-<16 hex of the data's
+sha256>`: the pod update makes kubelet sync the pod, which rewrites its ConfigMap volume at once."""
 
 APP_NAME_LABEL = "app.kubernetes.io/name"
 """Kubernetes' recommended label naming the application (`ringroute` on the objects ringroute manages)."""

@@ -24,6 +24,7 @@ from webhook.common.names import (
     FINGERPRINT_ANNOTATION,
     JOB_NAME_LABEL,
     LAUNCHER_KEY,
+    RANK_TABLE_VERSION_ANNOTATION,
     RING_LABEL,
 )
 from webhook.common.rank_configmap import (
@@ -55,6 +56,7 @@ from webhook.controller.planning import (
     read_job_placement,
     wants_route_plan,
 )
+from webhook.controller.pod_updates import PodRef, PodUpdater, node_ttl_s, table_version
 from webhook.controller.watches import namespaced_informer
 from webhook.kube.client import (
     CONFIGMAPS,
@@ -144,6 +146,10 @@ class Controller:
             is_leader=is_leader,
             orphan_grace_s=self.orphan_grace_s,
         )
+        self.pod_updates = PodUpdater(
+            repo, metrics, settings.controller, is_leader=is_leader, report=self._report_pod_updates
+        )
+        """Annotates the pods of each written table so kubelet rewrites their table file at once."""
         self._pods_by_job: dict[str, set[str]] = {}
         self._memory: dict[str, _JobMemory] = {}
         self._topology_cache: tuple[tuple[int, int, str], Topology] | None = None
@@ -166,6 +172,7 @@ class Controller:
         if event_type == "DELETED":
             self._memory.pop(key, None)
             self.keeper.job_deleted(key)
+            self.pod_updates.forget(key)
             return
         self.queue.add(key)
         self.keeper.job_seen(key, job)
@@ -241,6 +248,7 @@ class Controller:
         finally:
             if self.planning is not None:
                 self.planning.close()
+            await self.pod_updates.close()
             for task in tasks:
                 task.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
@@ -365,6 +373,8 @@ class Controller:
                 and annotations.get(DATA_HASH_ANNOTATION) == current_sha
                 and owned_by(configmap, owner)
             ):
+                # Pods an earlier leader wrote this table for but did not update (it stopped meanwhile).
+                self._update_pods(key, configmap, placement, pods, current_sha, written_at=None)
                 return None
         record_servers, record_valid = self._record(configmap, memory, uid, version_text)
         topology = await self._topology_now()
@@ -412,6 +422,7 @@ class Controller:
             binary_data=planned.payload_binary,
             annotations=annotations_update,
         )
+        self._update_pods(key, written, placement, pods, planned.payload_sha, written_at=time.monotonic())
         memory.record_servers = json.loads(planned.payload_data[STATE_KEY])["servers"]
         memory.record_identity = (uid, version_text)
         memory.pending_message = ""
@@ -431,6 +442,43 @@ class Controller:
             await self._event(job, written, "RankTableFallback", planned.fallback, "Warning")
         await self._event(job, written, "RankTableCompleted", planned.message, "Normal")
         return None
+
+    def _update_pods(
+        self,
+        key: str,
+        configmap: Obj,
+        placement: Placement,
+        pods: list[Obj],
+        data_sha: str,
+        *,
+        written_at: float | None,
+    ) -> None:
+        """Annotate the table's pods that do not carry this write's version yet (in the background)."""
+        if not self.settings.controller.pod_updates:
+            return
+        version = table_version(str((configmap.get("metadata") or {}).get("resourceVersion", "")), data_sha)
+        nodes = {server.pod_name: server.node_name for server in placement.servers}
+        refs = []
+        for pod in pods:
+            meta = pod.get("metadata") or {}
+            node = nodes.get(str(meta.get("name")))
+            if node is None:
+                continue
+            current = str((meta.get("annotations") or {}).get(RANK_TABLE_VERSION_ANNOTATION, ""))
+            if written_at is None and (current == version or current.startswith(f"{version}+")):
+                continue
+            ttl = node_ttl_s(self.nodes.store.get(node))
+            refs.append(PodRef(str(meta.get("namespace")), str(meta.get("name")), str(meta.get("uid", "")), ttl))
+        if refs or written_at is not None:
+            self.pod_updates.update(key, version, refs, written_at=written_at)
+
+    async def _report_pod_updates(self, key: str, message: str, event_type: EventType) -> None:
+        job = self.jobs.store.get(key)
+        if job is None:
+            return
+        configmap_key = self.keeper.configmap_key(job)
+        configmap = self.configmaps.store.get(configmap_key) if configmap_key else None
+        await self._event(job, configmap, "RankTablePodsUpdated", message, event_type)
 
     async def _plan(
         self,

@@ -213,6 +213,14 @@ class ControllerSettings(msgspec.Struct, frozen=True, forbid_unknown_fields=True
     """Minimum seconds between two RankTablePending Events of one job (posted only when the message changed)."""
     configmap_create_workers: AtLeastOne = 8
     """Concurrent creations of rank-table ConfigMaps for new Jobs (a burst of jobs is served this many at a time)."""
+    pod_updates: bool = True
+    """After each rank-table write, annotate every pod of the job (`ringroute.io/rank-table-version`) so kubelet
+    rewrites its table file at once instead of at its next periodic sync, up to 90 s later (docs/controller.md)."""
+    pod_update_concurrency: AtLeastOne = 16
+    """Pod updates in flight at once, over all jobs."""
+    pod_update_retry_s: Positive = 90.0
+    """A pod update that fails is retried with backoff for this long; kubelet's own periodic sync (1 min plus up to
+    50 % jitter by default) has refreshed the file by then."""
     planning_process: bool = True
     """Plan in a worker process with its own memory limit, so a runaway plan cannot take admission down (false: in a
     thread of the serving process, which shares its memory limit and interpreter lock with admission)."""
