@@ -2,8 +2,10 @@
 
 Prints JSON lines. A burst of 100 labelled Jobs created at once: Job created -> its rank-table ConfigMap exists,
 p50/p99/max (target <= 1 s for every job). A 1,024-pod route-planned job: time from the last device annotation to
-the completed ConfigMap (target <= 1 s), API writes per transition (target: 1 ConfigMap update plus Events), time
-to go back to "initializing" when a pod is lost, and peak memory of the process. Planning isolation: one large
+the completed ConfigMap (target <= 1 s, with the pod updates that follow each write switched on), API writes per
+transition (target: 1 ConfigMap update plus Events), time from the completed table to the last of its 1,024 pods
+annotated (what lets kubelet rewrite their table file at once), time to go back to "initializing" when a pod is
+lost, and peak memory of the process. Planning isolation: one large
 plan (4,096 servers, mixed pattern, pinned routes) in a thread of the serving process and in the planning process,
 each in a fresh process: the serving process's peak memory and its event loop's stalls (what admission waits).
 """
@@ -35,6 +37,7 @@ from emulation.apiserver import FakeApiServer  # noqa: E402
 from emulation.cluster import NS, add_job, cluster_nodes, make_job, make_pod  # noqa: E402
 from planner import Device, Pattern, Placement, Routing, Server, generate_topology  # noqa: E402
 from webhook.common.metrics import Metrics  # noqa: E402
+from webhook.common.names import DATA_HASH_ANNOTATION, RANK_TABLE_VERSION_ANNOTATION  # noqa: E402
 from webhook.common.settings import PlanningSettings, Settings  # noqa: E402
 from webhook.controller.isolation import PlanningProcess  # noqa: E402
 from webhook.controller.planning import Planned, plan_table, portable_topology  # noqa: E402
@@ -66,7 +69,9 @@ async def wait_status(server: FakeApiServer, name: str, status: str, timeout_s: 
 def writes_by_resource(server: FakeApiServer, since: int) -> dict[str, int]:
     counts: dict[str, int] = {}
     for request in server.writes(since=since):
-        plural = next((p for p in ("configmaps", "events", "leases", "jobs") if f"/{p}" in request.path), "other")
+        plural = next(
+            (p for p in ("configmaps", "events", "leases", "jobs", "pods") if f"/{p}" in request.path), "other"
+        )
         key = f"{request.method} {plural}"
         counts[key] = counts.get(key, 0) + 1
     return counts
@@ -83,6 +88,57 @@ async def transition(
     done = await wait_status(server, name, status, timeout_s)
     await asyncio.sleep(0.3)
     return round(done - started, 4), writes_by_resource(server, since)
+
+
+def pods_updated_totals(metrics: Metrics) -> tuple[int, float]:
+    """Tables whose pods were all updated so far, and their summed table written -> last pod updated seconds."""
+    sample = metrics.registry.get_sample_value
+    return (
+        int(sample("ringroute_rank_table_pods_updated_seconds_count") or 0),
+        float(sample("ringroute_rank_table_pods_updated_seconds_sum") or 0.0),
+    )
+
+
+async def report_pod_updates(
+    server: FakeApiServer,
+    metrics: Metrics,
+    *,
+    name: str,
+    pods: int,
+    before: tuple[int, float],
+    completed_at: float,
+    after: str,
+) -> None:
+    """Wait until the controller has annotated every pod of the table just written; emit how long that took."""
+    while pods_updated_totals(metrics)[0] == before[0]:
+        if time.perf_counter() - completed_at > 120:
+            raise SystemExit("bench/controller.py: the pods were not updated within 120 s of the table")
+        await asyncio.sleep(0.005)
+    seen = time.perf_counter() - completed_at
+    configmap = server.get("configmaps", NS, f"configmap1980-{name}") or {}
+    meta = configmap.get("metadata") or {}
+    version = f"{meta.get('resourceVersion')}-{(meta.get('annotations') or {}).get(DATA_HASH_ANNOTATION, '')[:16]}"
+    carrying = sum(
+        1
+        for pod in server.list("pods", NS)
+        if (pod["metadata"].get("annotations") or {}).get(RANK_TABLE_VERSION_ANNOTATION) == version
+    )
+    emit(
+        bench="controller",
+        case="completed-to-last-pod-updated",
+        after=after,
+        pods=pods,
+        seconds=round(pods_updated_totals(metrics)[1] - before[1], 4),
+        seen_by_bench_seconds=round(seen, 4),
+        pods_carrying_the_tables_version=carrying,
+        pod_patches={
+            outcome: int(metrics.registry.get_sample_value("ringroute_pod_updates_total", {"outcome": outcome}) or 0)
+            for outcome in ("updated", "gone", "refused", "retried", "given_up")
+        },
+        concurrency=Settings().controller.pod_update_concurrency,
+        note="seconds: the controller's table written -> last pod updated; seen_by_bench: completed status seen "
+        "-> histogram observed (bench polling included); pod_patches are cumulative",
+    )
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -182,9 +238,11 @@ async def run(pods: int, route_plan: bool) -> None:
             while len(controller.queue) or controller.queue._processing:  # noqa: ASYNC110 (polling a queue)
                 await asyncio.sleep(0.01)
 
+            updates_before = pods_updated_totals(metrics)
             seconds, writes = await transition(
                 server, name, "completed", 60, server.apply("pods", make_pod(job, pods - 1, nodes[pods - 1]))
             )
+            completed_at = time.perf_counter() - 0.3  # transition() waits 0.3 s after seeing the status
             emit(
                 bench="controller",
                 case="last-annotation-to-completed",
@@ -197,15 +255,36 @@ async def run(pods: int, route_plan: bool) -> None:
                 planning_ms=round(metrics.plan_latency._sum.get() * 1000, 1),
                 api_writes=writes,
                 configmap_bytes=len(json.dumps(server.get("configmaps", NS, f"configmap1980-{name}"))),
+                pod_updates=settings.controller.pod_updates,
+            )
+            await report_pod_updates(
+                server,
+                metrics,
+                name=name,
+                pods=pods,
+                before=updates_before,
+                completed_at=completed_at,
+                after="completed",
             )
             seconds, writes = await transition(
                 server, name, "initializing", 10, server.remove("pods", NS, f"{name}-worker-{pods // 2}")
             )
             emit(bench="controller", case="pod-lost-to-initializing", pods=pods, seconds=seconds, api_writes=writes)
+            updates_before = pods_updated_totals(metrics)
             seconds, writes = await transition(
                 server, name, "completed", 60, server.apply("pods", make_pod(job, pods // 2, f"npu-{pods + 3}"))
             )
+            completed_at = time.perf_counter() - 0.3
             emit(bench="controller", case="replacement-to-completed", pods=pods, seconds=seconds, api_writes=writes)
+            await report_pod_updates(
+                server,
+                metrics,
+                name=name,
+                pods=pods,
+                before=updates_before,
+                completed_at=completed_at,
+                after="replacement",
+            )
             emit(
                 bench="controller",
                 case="process",
