@@ -21,7 +21,7 @@ def dash() -> str:
 
 
 ENV_DUMP = 'echo "NODE_RANK=$NODE_RANK RANK_AFTER_ACC=$RANK_AFTER_ACC MASTER_ADDR=$MASTER_ADDR '
-ENV_DUMP += 'WORLD_SIZE=$WORLD_SIZE RANK_TABLE_FILE=$RANK_TABLE_FILE ARGS=$*"'
+ENV_DUMP += 'WORLD_SIZE=$WORLD_SIZE RANK_TABLE_FILE=$RANK_TABLE_FILE ARGS=$* QP=${HCCL_RDMA_QP_PORT_CONFIG_PATH-unset}"'
 
 
 def completed_table(pods: list[str], *, host_network: bool = False, pod_ips: bool = True) -> dict[str, Any]:
@@ -82,7 +82,7 @@ def test_completed_table_exports_the_routed_rank_and_execs_the_command(tmp_path:
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == (
         f"NODE_RANK=2 RANK_AFTER_ACC=2 MASTER_ADDR=172.16.0.10 WORLD_SIZE=3 "
-        f"RANK_TABLE_FILE={tmp_path}/jobstart_hccl.json ARGS=a b c"
+        f"RANK_TABLE_FILE={tmp_path}/jobstart_hccl.json ARGS=a b c QP=unset"
     )
 
 
@@ -197,6 +197,44 @@ def test_gzip_compressed_table_is_decompressed_for_the_command(tmp_path: Path) -
     assert f"RANK_TABLE_FILE={work}/jobstart_hccl.json " in result.stdout
     assert "MASTER_ADDR=172.16.0.10 WORLD_SIZE=3 " in result.stdout
     assert json.loads((work / "jobstart_hccl.json").read_text()) == table
+
+
+QP_LINES = "# ringroute steered source ports\n10.0.0.0,10.0.1.0=50001,50002\n10.0.1.0,10.0.0.0=50003,50004\n"
+
+
+def test_the_source_port_file_is_handed_to_hccl_only_when_the_configmap_has_it(tmp_path: Path) -> None:
+    write_mount(tmp_path / "m", completed_table(PODS), {"job-worker-1": 1})
+    without = run_launcher(tmp_path / "m", "job-worker-1")
+    assert without.returncode == 0, without.stderr
+    assert "QP=unset" in without.stdout
+    (tmp_path / "m" / "MultiQpSrcPort.cfg").write_text(QP_LINES, encoding="utf-8")
+    with_ports = run_launcher(tmp_path / "m", "job-worker-1")
+    assert with_ports.returncode == 0, with_ports.stderr
+    assert f"QP={tmp_path / 'm'}" in with_ports.stdout
+    assert "queue-pair source ports in" in with_ports.stderr
+
+
+def test_a_gzip_compressed_source_port_file_is_decompressed_for_hccl(tmp_path: Path) -> None:
+    import gzip
+
+    write_mount(tmp_path / "m", completed_table(PODS), {"job-worker-1": 1})
+    (tmp_path / "m" / "MultiQpSrcPort.cfg.gz").write_bytes(gzip.compress(QP_LINES.encode()))
+    work = tmp_path / "work"
+    work.mkdir()
+    result = run_launcher(tmp_path / "m", "job-worker-1", extra_env={"RINGROUTE_WORK_DIR": str(work)})
+    assert result.returncode == 0, result.stderr
+    assert f"QP={work}/ringroute-qp-ports" in result.stdout
+    assert (work / "ringroute-qp-ports" / "MultiQpSrcPort.cfg").read_text(encoding="utf-8") == QP_LINES
+
+
+def test_a_source_port_path_the_job_sets_itself_is_kept_and_the_launcher_says_so(tmp_path: Path) -> None:
+    write_mount(tmp_path / "m", completed_table(PODS), {"job-worker-1": 1})
+    (tmp_path / "m" / "MultiQpSrcPort.cfg").write_text(QP_LINES, encoding="utf-8")
+    own = {"HCCL_RDMA_QP_PORT_CONFIG_PATH": "/opt/site-ports"}
+    result = run_launcher(tmp_path / "m", "job-worker-1", extra_env=own)
+    assert result.returncode == 0, result.stderr
+    assert "QP=/opt/site-ports" in result.stdout
+    assert "set by the job and kept" in result.stderr
 
 
 def test_launcher_has_its_timeout_default_filled_in_and_uses_no_bashisms() -> None:

@@ -13,6 +13,7 @@ import pytest
 
 from emulation.cluster import make_job
 from webhook.common.names import LAUNCHER_KEY
+from webhook.common.launcher import launcher_script
 from webhook.common.rank_configmap import (
     STATE_KEY,
     ConfigMapTooLargeError,
@@ -60,17 +61,40 @@ def test_completed_payload_over_the_limit_names_the_size_and_the_fix() -> None:
 
 
 def test_plan_report_is_dropped_before_the_table_would_not_fit() -> None:
-    payload = completed_payload(
-        SETTINGS,
-        PROFILE,
-        rank_table='{"status":"completed"}',
-        ranks_env="a=0\n",
-        state="{}",
-        plan_report="r" * 5000,
-        limit=6000,
-    )
+    arguments: dict[str, Any] = {"rank_table": '{"status":"completed"}', "ranks_env": "a=0\n", "state": "{}"}
+    limit = completed_payload(SETTINGS, PROFILE, **arguments).size + 1000  # the table, the launcher and 1 kB
+    payload = completed_payload(SETTINGS, PROFILE, **arguments, plan_report="r" * 5000, limit=limit)
     assert "omitted" in json.loads(payload.data["ringroute-plan.json"])
-    assert payload.size == data_size(payload.data, payload.binary_data) <= 6000
+    assert payload.size == data_size(payload.data, payload.binary_data) <= limit
+
+
+def test_source_ports_stay_plain_while_the_report_and_routes_make_room() -> None:
+    arguments: dict[str, Any] = {"rank_table": '{"status":"completed"}', "ranks_env": "a=0\n", "state": "{}"}
+    ports = "".join(f"10.0.{i >> 8}.{i & 255},10.1.0.1=50000,50001\n" for i in range(100))
+    limit = completed_payload(SETTINGS, PROFILE, **arguments).size + len(ports) + 2000
+    payload = completed_payload(
+        SETTINGS, PROFILE, **arguments, plan_report="r" * 3000, routes="x" * 3000, qp_ports=ports, limit=limit
+    )
+    assert payload.data["MultiQpSrcPort.cfg"] == ports
+    assert set(payload.omitted) == {"routes.json", "ringroute-plan.json"}
+
+
+def test_source_ports_too_large_to_stay_plain_are_gzip_compressed_then_left_out() -> None:
+    import base64
+    import gzip
+
+    arguments: dict[str, Any] = {"rank_table": '{"status":"completed"}', "ranks_env": "a=0\n", "state": "{}"}
+    ports = "".join(f"10.0.{i >> 8}.{i & 255},10.1.0.1=50000,50001\n" for i in range(2000))
+    base = completed_payload(SETTINGS, PROFILE, **arguments).size
+    squeezed = completed_payload(SETTINGS, PROFILE, **arguments, qp_ports=ports, limit=base + len(ports) // 2)
+    assert "MultiQpSrcPort.cfg" not in squeezed.data
+    packed = squeezed.binary_data["MultiQpSrcPort.cfg.gz"]
+    assert gzip.decompress(base64.b64decode(packed)).decode() == ports
+    assert squeezed.omitted == ()
+    gone = completed_payload(SETTINGS, PROFILE, **arguments, qp_ports=ports, limit=base + 100)
+    assert gone.omitted == ("MultiQpSrcPort.cfg",)
+    assert "MultiQpSrcPort.cfg" not in gone.data
+    assert not gone.binary_data
 
 
 def test_pinned_routes_too_large_for_the_configmap_are_left_out_after_the_report_never_the_table() -> None:
@@ -90,7 +114,10 @@ def test_pinned_routes_too_large_for_the_configmap_are_left_out_after_the_report
 def test_gzip_profile_stores_the_table_compressed_and_the_status_file_says_completed() -> None:
     profile = msgspec.structs.replace(PROFILE, gzip_rank_table=True)
     table = json.dumps({"status": "completed", "server_list": [{"server_id": str(i)} for i in range(400)]})
-    payload = completed_payload(SETTINGS, profile, rank_table=table, ranks_env="", state="{}", limit=7000)
+    launcher = len(launcher_script(SETTINGS.controller.launcher_timeout_s))
+    limit = launcher + 2000  # the launcher, and room for the compressed table but not the plain one
+    assert len(table) > 2000
+    payload = completed_payload(SETTINGS, profile, rank_table=table, ranks_env="", state="{}", limit=limit)
     assert json.loads(payload.data["jobstart_hccl.json"])["status"] == "completed"
     assert gzip.decompress(base64.b64decode(payload.binary_data["jobstart_hccl.json.gz"])).decode() == table
     assert rank_table_status({"data": payload.data}, profile) == "completed"

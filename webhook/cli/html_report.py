@@ -81,6 +81,7 @@ def render_page(view: PlanView) -> str:
         "</section>",
         _metrics_table(view),
         _bounds_note(view),
+        _ports_section(view),
         _servers_section(view),
         _links_section(view),
         _busiest_section(view),
@@ -125,6 +126,98 @@ def _bounds_note(view: PlanView) -> str:
         "routing puts fewer flows on the busiest link than λ* (the flows a leaf must send out or take in, over its "
         "uplinks); bus bandwidth is at most the line rate (1). Pinned routes reach λ* in a two-tier Clos."
         f"{averaged}</p>"
+    )
+
+
+# -- source ports ------------------------------------------------------------------------------------------------
+
+MAX_PATH_ROWS = 64
+"""Queue pairs listed with their ports and paths; the file has them all."""
+
+
+def _ports_section(view: PlanView) -> str:
+    """What MultiQpSrcPort.cfg does: predicted loads, the switches whose hash it relies on, per-QP paths."""
+    from planner import format_fraction, format_load
+
+    steering = view.steering
+    if steering is None or (steering.mode == "none" and steering.fallback is None):
+        return ""
+    out = [
+        "<h2>Source ports (MultiQpSrcPort.cfg)</h2>",
+        f'<p data-field="steering">{_e(steering.message)}</p>',
+    ]
+    rows = []
+    for label, evaluation in (("predicted", steering.predicted), ("compared with", steering.baseline)):
+        if evaluation is None:
+            continue
+        what = f"{evaluation.routing}, {evaluation.qps} queue pair{'s' if evaluation.qps > 1 else ''}" + (
+            f", mean over {evaluation.seeds} hash seeds" if evaluation.routing == "ecmp" else ""
+        )
+        busbw = evaluation.ring_busbw if not math.isnan(evaluation.ring_busbw) else evaluation.hd_busbw
+        rows.append(
+            f'<tr data-row="{_e(label)}"><td>{_e(label)}</td><td>{_e(what)}</td>'
+            f'<td class="num">{_e(format_load(evaluation.max_link_load))}</td>'
+            f'<td class="num">{_e(f"{evaluation.max_link_load_bound:g}")}</td>'
+            f'<td class="num">{_e(format_fraction(busbw))}</td></tr>'
+        )
+    if rows:
+        out.append(
+            '<table class="ports"><tr><th></th><th>routing</th><th>max link load (flows)</th><th>bound</th>'
+            f"<th>{_e(view.after.pattern)} bus bandwidth</th></tr>{''.join(rows)}</table>"
+        )
+    if steering.switches:
+        out.append(
+            '<table class="switches"><tr><th>switch</th><th>tier</th><th>hash model</th><th>calibrated from</th>'
+            "<th>queue pairs steered</th></tr>"
+        )
+        for use in steering.switches:
+            samples = f"{use.samples} samples" if use.samples else "declared"
+            out.append(
+                f'<tr data-switch="{_e(use.name)}"><td>{_e(use.name)}</td><td>{_e(use.tier)}</td>'
+                f'<td>{_e(use.source)}</td><td>{_e(samples)}</td><td class="num">{use.queue_pairs}</td></tr>'
+            )
+        out.append("</table>")
+    out.append(_paths_table(view))
+    return "\n".join(out)
+
+
+def _paths_table(view: PlanView) -> str:
+    """The first queue pairs of the file with their port and the path the hash model gives them."""
+    steering = view.steering
+    if steering is None or steering.routes is None or steering.ports is None:
+        return ""
+    routes, network, names = steering.routes, view.network, [s.pod_name for s in view.placement.servers]
+    rows: list[str] = []
+    total = 0
+    for step, ports in zip(routes.steps, steering.step_ports(routes), strict=True):
+        found = routes.assignment_for(step)
+        if found is None:
+            continue
+        spines, cores = found
+        pairs, nics = np.nonzero(spines >= 0)
+        total += pairs.size
+        for row, nic in zip(pairs.tolist(), nics.tolist(), strict=True):
+            if len(rows) >= MAX_PATH_ROWS:
+                break
+            pair, qp = divmod(row, routes.qps)
+            src, dst = int(step[pair, 0]), int(step[pair, 1])
+            core = int(cores[row, nic])
+            rows.append(
+                f"<tr><td>{_e(names[src])} NIC {nic}</td><td>{_e(steering.addresses[src][nic])}</td>"
+                f"<td>{_e(names[dst])} NIC {nic}</td><td>{_e(steering.addresses[dst][nic])}</td>"
+                f'<td class="num">{qp}</td><td class="num">{int(ports[row, nic])}</td>'
+                f"<td>{_e(network.leaf_names[network.server_leaf[src]])}</td>"
+                f'<td class="num">spine-{int(spines[row, nic])}</td>'
+                f'<td class="num">{"core-" + str(core) if core >= 0 else ""}</td></tr>'
+            )
+    shown = f"the first {len(rows)} of {total}" if total > len(rows) else f"all {total}"
+    return (
+        f'<p class="note">Queue pairs of cross-leaf flows, {shown} (every step), with the UDP source port written '
+        "and the path the hash model gives it:</p>"
+        '<div class="scroll"><table class="paths"><tr><th>from</th><th>address</th><th>to</th><th>address</th>'
+        "<th>QP</th><th>source port</th><th>leaf</th><th>spine</th><th>core</th></tr>"
+        + "".join(rows)
+        + "</table></div>"
     )
 
 

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from planner import (
     DEFAULT_LABEL_KEYS,
+    QP_PORT_CONFIG_FILE,
     Fabric,
     build_rank_table,
     dump_topology_file,
@@ -33,7 +34,7 @@ from webhook.common.names import HYPERCLUSTER_LABEL, HYPERNODE_LABEL, RING_LABEL
 from webhook.common.settings import PlanningSettings
 
 if TYPE_CHECKING:  # the planner's numeric half loads only when a command plans
-    from planner import JobNetwork, OrderEvaluation, PlanResult
+    from planner import JobNetwork, OrderEvaluation, PlanResult, SteeringResult
     from webhook.controller.budget import GradedPlan
 
 log = logging.getLogger("ringroute.plan")
@@ -51,7 +52,8 @@ def register(subparsers: Any) -> None:
         "plan",
         help="write a routed rank table for a placed job",
         description="Read a job's pods and the network topology, plan node ranks, and write jobstart_hccl.json, "
-        "ranks.env, ringroute-plan.json (and routes.json with --routing pinned) into --out-dir.",
+        "ranks.env, ringroute-plan.json (and routes.json with --routing pinned; MultiQpSrcPort.cfg with a hash "
+        "model or --qps above 1) into --out-dir.",
     )
     _add_inputs(plan)
     plan.add_argument(
@@ -198,7 +200,20 @@ def _add_inputs(parser: argparse.ArgumentParser) -> None:
         "--qps",
         type=int,
         metavar="Q",
-        help=f"queue pairs per connection, as HCCL_RDMA_QPS_PER_CONNECTION (default: {plans.qps_per_connection})",
+        help="queue pairs per cross-leaf connection, each with its own UDP source port; above 1 they are written to "
+        f"MultiQpSrcPort.cfg (default: {plans.qps_per_connection})",
+    )
+    planning.add_argument(
+        "--hash-model",
+        type=Path,
+        metavar="FILE",
+        help="the fabric's hash model (ringroute fabric calibrate): pinned routes are then steered by per-queue-pair "
+        "UDP source ports written to MultiQpSrcPort.cfg (default: the settings' topology.hashModelFile, else none)",
+    )
+    planning.add_argument(
+        "--source-ports",
+        metavar="FIRST-LAST",
+        help=f"UDP source ports queue pairs may use (default: {plans.source_ports[0]}-{plans.source_ports[1]})",
     )
     planning.add_argument("--seed", type=int, metavar="S", help=f"planner seed (default: {plans.seed})")
     planning.add_argument(
@@ -258,10 +273,18 @@ def plan_outputs(case: PlanCase, plan: GradedPlan) -> dict[str, str | Iterable[s
         RANKS_ENV_FILE: render_ranks_env(placement, order),
         REPORT_FILE: json.dumps(plan.report(placement), indent=2, sort_keys=False) + "\n",
     }
-    result = plan.result
+    result, steering = plan.result, plan.steering
+    if steering is not None and steering.ports is not None:
+        files[QP_PORT_CONFIG_FILE] = steering.config_text()
     if result is not None and result.routes is not None:
         pods = [s.pod_name for s in placement.servers]
-        files[ROUTES_FILE] = _lines(result.routes.json_chunks(pods))
+        routes = result.routes
+        if steering is not None:
+            step_ports = steering.step_ports(routes)
+            chunks = routes.json_chunks(pods, addresses=steering.addresses, step_ports=step_ports)
+        else:
+            chunks = routes.json_chunks(pods)
+        files[ROUTES_FILE] = _lines(chunks)
     return files
 
 
@@ -270,7 +293,7 @@ def _lines(chunks: Iterable[str]) -> Iterator[str]:
     yield "\n"
 
 
-PLAN_FILES = (RANK_TABLE_FILE, RANKS_ENV_FILE, REPORT_FILE, ROUTES_FILE)
+PLAN_FILES = (RANK_TABLE_FILE, RANKS_ENV_FILE, REPORT_FILE, ROUTES_FILE, QP_PORT_CONFIG_FILE)
 """Every file `plan` may write: a directory holding only these can be replaced by a new plan."""
 
 
@@ -297,7 +320,7 @@ def run_plan(args: argparse.Namespace) -> int:
     files = plan_outputs(case, plan)
     view = None
     if args.html and result is not None:
-        view = _view(case, result, {"pod-index": result.before, "ringroute": result.after})
+        view = _view(case, result, {"pod-index": result.before, "ringroute": result.after}, steering=plan.steering)
     elif args.html:
         log.warning("--html %s: not written: %s has no simulated metrics to show", args.html, plan.level)
     write_atomically(out_dir, files)
@@ -313,6 +336,8 @@ def run_plan(args: argparse.Namespace) -> int:
     if result is not None:
         for line in summary_lines(result.before, result.after):
             print(f"  {line}")
+    if plan.steering is not None and (plan.steering.mode != "none" or plan.steering.fallback):
+        print(f"  source ports: {plan.steering.message}")
     if plan.fallback is not None:
         print(f"  fallback: {plan.fallback.message}")
     return 0
@@ -323,6 +348,7 @@ def _view(
     result: PlanResult,
     evaluations: Mapping[str, OrderEvaluation],
     orders: Mapping[str, tuple[int, ...]] | None = None,
+    steering: SteeringResult | None = None,
 ) -> PlanView:
     """What --html and --plot show: the pod-index order and the plan, with `evaluations` of both."""
     from planner import baseline_order
@@ -339,6 +365,7 @@ def _view(
             evaluations=evaluations,
             routes=result.routes,
             message=result.message,
+            steering=steering,
         ),
     )
 
@@ -390,7 +417,7 @@ def simulation_table(evaluations: Mapping[str, OrderEvaluation], tiers: int) -> 
             [
                 name,
                 *(f"{e} ({b})" for e, b in zip(ev.cross_edges, ev.cross_edge_bounds, strict=False)),
-                f"{format_load(ev.max_link_load)} ({ev.max_link_load_bound})",
+                f"{format_load(ev.max_link_load)} ({ev.max_link_load_bound:g})",
                 format_fraction(ev.ring_busbw),
                 format_fraction(ev.hd_busbw),
             ]
@@ -411,8 +438,12 @@ def run_simulate(args: argparse.Namespace) -> int:
         check_target(args.html, "--html", "plan.html")
     case = PlanCase(args)
     orders, evaluations, _network, result = _evaluations(case, args.seeds)
+    steering = _steering(case, result)
+    if steering is not None and steering.predicted is not None:
+        evaluations[f"ringroute + {steering.mode} ports"] = steering.predicted
     if args.plot is not None or args.html is not None:
-        view = _view(case, result, {name: evaluations[name] for name in ("pod-index", "ringroute")}, orders)
+        chosen = {name: evaluations[name] for name in ("pod-index", "ringroute")}
+        view = _view(case, result, chosen, orders, steering=steering)
         if args.plot is not None:
             write_plot(args.plot, view)
         if args.html is not None:
@@ -426,6 +457,7 @@ def run_simulate(args: argparse.Namespace) -> int:
         "qps": case.qps,
         "seeds": evaluations["ringroute"].seeds,
         "plan": {"status": result.status, "message": result.message, "wall_time_s": result.wall_time_s},
+        "steering": steering.to_report() if steering is not None else None,
     }
     if args.json:
         payload = {**summary, "orders": {name: ev.to_dict() for name, ev in evaluations.items()}}
@@ -439,7 +471,30 @@ def run_simulate(args: argparse.Namespace) -> int:
             f"pattern {case.pattern}, routing {case.routing}, qps {case.qps}" + (f", {seeds}" if seeds else "")
         )
         print(simulation_table(evaluations, case.topology.tiers))
+        if steering is not None and (steering.mode != "none" or steering.fallback):
+            print(f"source ports: {steering.message}")
     return 0
+
+
+def _steering(case: PlanCase, result: PlanResult) -> SteeringResult | None:
+    """The plan's source ports as `plan` would write them: steered with a hash model, spread above one queue pair."""
+    if case.hash_model is None and case.qps == 1:
+        return None
+    from planner import steer_source_ports
+
+    return guarded(
+        "source ports",
+        None,
+        lambda: steer_source_ports(
+            case.placement,
+            case.topology,
+            result,
+            case.hash_model,
+            port_range=case.source_ports,
+            rng=case.seed,
+            time_limit=case.time_limit,
+        ),
+    )
 
 
 # -- topology generate ------------------------------------------------------------------------------------------

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 from webhook.cli.errors import CommandError
 
 if TYPE_CHECKING:  # the planner's numeric half loads only when a command plans
-    from planner import Pattern, Placement, Routing, Topology
+    from planner import HashModel, Pattern, Placement, Routing, Topology
     from webhook.controller.budget import GradedPlan, PlanLevel
     from webhook.controller.planning import PortableTopology
 
@@ -77,13 +77,18 @@ def budgeted_plan(
     qps: int,
     seed: int,
     time_limit: float,
+    hash_model: HashModel | None = None,
+    source_ports: tuple[int, int] | None = None,
 ) -> GradedPlan:
-    """The plan within the budget of the flags (see the module's docstring). Raises InputError for bad input."""
+    """The plan within the budget of the flags (see the module's docstring), its pinned routes steered through
+    `hash_model` by source ports from `source_ports`. Raises InputError for bad input."""
     from webhook.controller.budget import graded_plan
 
     memory, timeout = _checked(args)
     options: dict[str, Any] = {"pattern": pattern, "routing": routing, "qps": qps, "seed": seed}
-    options["time_limit"] = time_limit
+    options.update(time_limit=time_limit, hash_model=hash_model)
+    if source_ports is not None:
+        options["source_ports"] = source_ports
     if memory is None and timeout is None:
         return graded_plan(placement, topology, **options)
     return asyncio.run(_in_worker(placement, topology, memory, timeout, options))

@@ -32,7 +32,7 @@ from webhook.common.names import RING_LABEL
 from webhook.common.settings import AcceleratorProfile, Settings
 
 if TYPE_CHECKING:
-    from planner import Pattern, PlanResult, Routing
+    from planner import HashModel, Pattern, PlanResult, Routing
     from webhook.controller.budget import GradedPlan
     from webhook.kube.whatif import ClusterObjects
 
@@ -62,6 +62,33 @@ def guarded(flag: str, path: Path | None, build: Callable[[], T]) -> T:
 
 def _settings(args: argparse.Namespace) -> Settings:
     return read_settings(args.settings, "--settings")
+
+
+def _hash_model(args: argparse.Namespace, settings: Settings) -> HashModel | None:
+    """--hash-model FILE, else the settings' topology.hashModelFile (checked when the settings were read)."""
+    from planner import load_hash_model
+    from webhook.common.settings import settings_hash_model
+
+    path: Path | None = getattr(args, "hash_model", None)
+    if path is None:
+        return settings_hash_model(settings)
+    text = read_text(path, "--hash-model")
+    return read_from(
+        f"--hash-model {path}", lambda: load_hash_model(text), "pass a file ringroute fabric calibrate wrote"
+    )
+
+
+def _source_ports(args: argparse.Namespace, settings: Settings) -> tuple[int, int]:
+    """--source-ports FIRST-LAST, else the settings' planning.sourcePorts."""
+    text: str | None = getattr(args, "source_ports", None)
+    if text is None:
+        return settings.planning.source_ports
+    first, dash, last = text.partition("-")
+    if not dash or not (first.isascii() and first.isdigit() and last.isascii() and last.isdigit()):
+        raise CommandError(f"--source-ports {text}: give FIRST-LAST, e.g. 49152-65535")
+    if len(first) > 5 or len(last) > 5 or not 1 <= int(first) <= int(last) <= 65535:
+        raise CommandError(f"--source-ports {text}: a range within 1-65535, first <= last")
+    return int(first), int(last)
 
 
 def _ring_label(pod: Mapping[str, Any]) -> str | None:
@@ -197,6 +224,8 @@ class PlanCase:
             raise CommandError(f"--seed {self.seed}: must be 0 or more")
         if not 0 < self.time_limit < math.inf:  # also refuses nan
             raise CommandError(f"--time-limit {self.time_limit}: must be a positive number of seconds")
+        self.hash_model = _hash_model(args, self.settings)
+        self.source_ports = _source_ports(args, self.settings)
 
     def budgeted(self, args: argparse.Namespace) -> GradedPlan:
         """The plan within the budget of --memory-limit and --planning-timeout (`webhook.cli.plan_budget`)."""
@@ -212,6 +241,8 @@ class PlanCase:
                 qps=self.qps,
                 seed=self.seed,
                 time_limit=self.time_limit,
+                hash_model=self.hash_model,
+                source_ports=self.source_ports,
             ),
         )
 

@@ -15,7 +15,7 @@ from webhook.cli.errors import CommandError, one_line
 from webhook.cli.outputs import replace_file, staged_file
 
 if TYPE_CHECKING:
-    from planner import JobNetwork, LinkLoads, OrderEvaluation, Placement, RoutePlan, Topology
+    from planner import JobNetwork, LinkLoads, OrderEvaluation, Placement, RoutePlan, SteeringResult, Topology
 
 BEFORE, AFTER = "pod-index", "ringroute"
 
@@ -35,6 +35,8 @@ class PlanView:
     """Every link's load under each seed the evaluations average, per order."""
     message: str
     """The planner's status message."""
+    steering: SteeringResult | None = None
+    """The per-queue-pair source ports of the plan (MultiQpSrcPort.cfg), when any were chosen."""
 
     @property
     def job(self) -> str:
@@ -65,6 +67,7 @@ def plan_view(
     evaluations: Mapping[str, OrderEvaluation],
     routes: RoutePlan | None,
     message: str,
+    steering: SteeringResult | None = None,
 ) -> PlanView:
     """Link loads of both orders on the evaluations' seeds (`routes`: the plan's pinned routes, for AFTER)."""
     from planner import job_network, order_link_loads
@@ -82,7 +85,8 @@ def plan_view(
         )
         for name in (BEFORE, AFTER)
     }
-    return PlanView(placement, topology, network, {n: orders[n] for n in (BEFORE, AFTER)}, evaluations, loads, message)
+    chosen = {n: orders[n] for n in (BEFORE, AFTER)}
+    return PlanView(placement, topology, network, chosen, evaluations, loads, message, steering)
 
 
 def summary_lines(before: OrderEvaluation, after: OrderEvaluation) -> list[str]:

@@ -125,11 +125,30 @@ case $rank in
 esac
 table=$effective
 
+# Per-queue-pair UDP source ports, written with the table when ringroute steers (or spreads) the queue pairs of
+# cross-leaf connections: HCCL reads $HCCL_RDMA_QP_PORT_CONFIG_PATH/MultiQpSrcPort.cfg once, at communicator init.
+qp_dir=
+if [ -f "$table_dir/MultiQpSrcPort.cfg.gz" ]; then
+    qp_dir=${RINGROUTE_WORK_DIR:-${TMPDIR:-/tmp}}/ringroute-qp-ports
+    mkdir -p "$qp_dir" && gzip -dc <"$table_dir/MultiQpSrcPort.cfg.gz" >"$qp_dir/MultiQpSrcPort.cfg" ||
+        fail "cannot decompress $table_dir/MultiQpSrcPort.cfg.gz into $qp_dir"
+elif [ -f "$table_dir/MultiQpSrcPort.cfg" ]; then
+    qp_dir=$table_dir
+fi
+if [ -n "$qp_dir" ]; then
+    if [ -n "${HCCL_RDMA_QP_PORT_CONFIG_PATH:-}" ] && [ "$HCCL_RDMA_QP_PORT_CONFIG_PATH" != "$qp_dir" ]; then
+        echo "$prog: HCCL_RDMA_QP_PORT_CONFIG_PATH=$HCCL_RDMA_QP_PORT_CONFIG_PATH is set by the job and kept; ringroute's source ports in $qp_dir/MultiQpSrcPort.cfg are not used" >&2
+    else
+        HCCL_RDMA_QP_PORT_CONFIG_PATH=$qp_dir
+        export HCCL_RDMA_QP_PORT_CONFIG_PATH
+    fi
+fi
+
 RANK_AFTER_ACC=$rank
 NODE_RANK=$rank
 MASTER_ADDR=$master_addr
 WORLD_SIZE=$server_count
 RANK_TABLE_FILE=$table
 export RANK_AFTER_ACC NODE_RANK MASTER_ADDR WORLD_SIZE RANK_TABLE_FILE
-echo "$prog: pod $POD_NAME node rank $NODE_RANK of $WORLD_SIZE, master $MASTER_ADDR" >&2
+echo "$prog: pod $POD_NAME node rank $NODE_RANK of $WORLD_SIZE, master $MASTER_ADDR${qp_dir:+, queue-pair source ports in $qp_dir}" >&2
 exec "$@"

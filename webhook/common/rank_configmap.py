@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypedDict
 
-from planner import INITIALIZING_RANK_TABLE
+from planner import INITIALIZING_RANK_TABLE, QP_PORT_CONFIG_FILE
 from webhook.common.launcher import launcher_script
 from webhook.common.names import (
     CREATED_BY_ANNOTATION,
@@ -30,6 +30,8 @@ PLAN_REPORT_KEY = "ringroute-plan.json"
 """The planner's report (metrics before and after, bounds) of a route-planned job."""
 ROUTES_KEY = "routes.json"
 """Pinned routes, when the routing model is `pinned`."""
+QP_PORT_CONFIG_KEY = QP_PORT_CONFIG_FILE
+"""Per-queue-pair UDP source ports for HCCL (HCCL_RDMA_QP_PORT_CONFIG_PATH names the directory holding it)."""
 STATE_KEY = "ringroute-state.json"
 """What the controller needs after a restart: job UID/version and the servers in rank order."""
 GZIP_SUFFIX = ".gz"
@@ -164,48 +166,58 @@ def completed_payload(
     state: str,
     plan_report: str | None = None,
     routes: str | None = None,
+    qp_ports: str | None = None,
     limit: int = CONFIGMAP_DATA_LIMIT,
 ) -> ConfigMapPayload:
     """The completed ConfigMap data, checked against the size limit.
 
     Over the limit, optional parts are replaced by a short note: the plan report first, then the pinned routes
-    (4,096 servers under `mixed` pinning route about 100 MB), then both; then, if the profile allows it, the table is
-    stored gzip-compressed in binaryData (the status file says "completed" and the launcher decompresses it).
-    Raises ConfigMapTooLargeError when it still does not fit.
+    (4,096 servers under `mixed` pinning route about 100 MB), then both. The source ports (MultiQpSrcPort.cfg)
+    change what the fabric does, so they go last: first stored gzip-compressed in binaryData (the launcher
+    decompresses them), then left out. If the profile allows it, the table itself is stored gzip-compressed in
+    binaryData too (the status file says "completed" and the launcher decompresses it). Raises
+    ConfigMapTooLargeError when it still does not fit.
     """
     launcher = launcher_script(settings.controller.launcher_timeout_s)
     data = {profile.rank_table_file: rank_table, RANKS_ENV_KEY: ranks_env, LAUNCHER_KEY: launcher, STATE_KEY: state}
     optional = {key: text for key, text in ((ROUTES_KEY, routes), (PLAN_REPORT_KEY, plan_report)) if text}
-    # Keep both, else the routes alone, else the report alone (then neither, below).
-    for kept in (set(optional), {ROUTES_KEY} & set(optional), {PLAN_REPORT_KEY} & set(optional)):
-        notes = {key: _omitted(key, text, limit) for key, text in optional.items() if key not in kept}
-        candidate = {**data, **{key: optional[key] for key in kept}, **notes}
-        size = data_size(candidate, {})
-        if size <= limit:
-            return ConfigMapPayload(candidate, {}, size, tuple(notes))
+    ports_forms: list[tuple[dict[str, str], dict[str, str]]] = [({}, {})]
+    if qp_ports:
+        ports_forms = [({QP_PORT_CONFIG_KEY: qp_ports}, {}), ({}, {QP_PORT_CONFIG_KEY + GZIP_SUFFIX: _gzip(qp_ports)})]
+    for ports_data, ports_binary in ports_forms:
+        # Keep both, else the routes alone, else the report alone, else neither.
+        for kept in (set(optional), {ROUTES_KEY} & set(optional), {PLAN_REPORT_KEY} & set(optional), set()):
+            notes = {key: _omitted(key, text, limit) for key, text in optional.items() if key not in kept}
+            candidate = {**data, **ports_data, **{key: optional[key] for key in kept}, **notes}
+            size = data_size(candidate, ports_binary)
+            if size <= limit:
+                return ConfigMapPayload(candidate, dict(ports_binary), size, tuple(notes))
     omitted = tuple(optional)
     data.update({key: _omitted(key, text, limit) for key, text in optional.items()})
-    size = data_size(data, {})
-    if size <= limit:
-        return ConfigMapPayload(data, {}, size, omitted)
-    plain_size = size
-    if profile.gzip_rank_table:
-        compressed = base64.b64encode(gzip.compress(rank_table.encode(), compresslevel=6, mtime=0)).decode()
-        data[profile.rank_table_file] = json.dumps(
-            {"status": "completed", "compressed": profile.rank_table_file + GZIP_SUFFIX}, separators=(",", ":")
-        )
-        binary = {profile.rank_table_file + GZIP_SUFFIX: compressed}
-        size = data_size(data, binary)
-        if size <= limit:
-            return ConfigMapPayload(data, binary, size, omitted)
+    plain_size = data_size(data, {})
+    if not profile.gzip_rank_table:
+        if plain_size <= limit:  # only without the source ports
+            return ConfigMapPayload(data, {}, plain_size, (*omitted, QP_PORT_CONFIG_KEY))
         raise ConfigMapTooLargeError(
-            f"rank table ConfigMap needs {size} bytes even gzip-compressed (limit {limit}); "
-            "split the job into smaller jobs"
+            f"rank table ConfigMap needs {plain_size} bytes (limit {limit}); set gzipRankTable: true in the "
+            f"accelerator profile {profile.label_value!r} (the launcher decompresses it) or run a smaller job"
         )
-    raise ConfigMapTooLargeError(
-        f"rank table ConfigMap needs {plain_size} bytes (limit {limit}); set gzipRankTable: true in the "
-        f"accelerator profile {profile.label_value!r} (the launcher decompresses it) or run a smaller job"
+    data[profile.rank_table_file] = json.dumps(
+        {"status": "completed", "compressed": profile.rank_table_file + GZIP_SUFFIX}, separators=(",", ":")
     )
+    binary = {profile.rank_table_file + GZIP_SUFFIX: _gzip(rank_table)}
+    for ports_binary in ([ports_forms[-1][1]] if qp_ports else []) + [{}]:
+        size = data_size(data, {**binary, **ports_binary})
+        if size <= limit:
+            left_out = omitted if ports_binary or not qp_ports else (*omitted, QP_PORT_CONFIG_KEY)
+            return ConfigMapPayload(data, {**binary, **ports_binary}, size, left_out)
+    raise ConfigMapTooLargeError(
+        f"rank table ConfigMap needs {size} bytes even gzip-compressed (limit {limit}); split the job into smaller jobs"
+    )
+
+
+def _gzip(text: str) -> str:
+    return base64.b64encode(gzip.compress(text.encode(), compresslevel=6, mtime=0)).decode()
 
 
 def _omitted(key: str, text: str, limit: int) -> str:
@@ -283,6 +295,7 @@ __all__ = [
     "owned_by",
     "CONFIGMAP_DATA_LIMIT",
     "PLAN_REPORT_KEY",
+    "QP_PORT_CONFIG_KEY",
     "RANKS_ENV_KEY",
     "ROUTES_KEY",
     "STATE_KEY",

@@ -20,10 +20,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
-from planner import Placement, Topology, plan_ranks, ring_order
+from planner import DEFAULT_PORT_RANGE, Placement, Topology, plan_ranks, ring_order, steer_source_ports
 
 if TYPE_CHECKING:
-    from planner import Pattern, PlanResult, RingOrder, Routing
+    from planner import HashModel, Pattern, PlanResult, RingOrder, Routing, SteeringResult
 
 PlanLevel = Literal["as-requested", "unpinned", "ring-order", "pod-index"]
 
@@ -100,13 +100,17 @@ class GradedPlan:
     ring: RingOrder | None = None
     """The ring order and its cross edges at the `ring-order` level."""
     fallback: Fallback | None = None
+    steering: SteeringResult | None = None
+    """The per-queue-pair source ports (MultiQpSrcPort.cfg) at the `as-requested` and `unpinned` levels."""
 
     def report(self, placement: Placement) -> dict[str, Any]:
         """The plan report (`ringroute-plan.json`): the planner's report with `plan_level` and `fallback` added,
         or for the cheaper levels, the order with what is known about it (cross edges for the ring order)."""
         fallback = self.fallback.to_report() if self.fallback is not None else None
         if self.result is not None:
-            return {**self.result.to_report(placement), "plan_level": self.level, "fallback": fallback}
+            steering = self.steering.to_report() if self.steering is not None else None
+            report = self.result.to_report(placement)
+            return {**report, "plan_level": self.level, "fallback": fallback, "steering": steering}
         pods = [s.pod_name for s in placement.servers]
         after: dict[str, Any] = {"order": self.level}
         if self.ring is not None:
@@ -141,16 +145,22 @@ def graded_plan(
     start: PlanLevel = "as-requested",
     reasons: Sequence[str] = (),
     memory_limit: str = "the memory available",
+    hash_model: HashModel | None = None,
+    source_ports: tuple[int, int] = DEFAULT_PORT_RANGE,
 ) -> GradedPlan:
     """Plan at `start`, falling to the next cheaper level whenever a level runs out of memory.
 
     `reasons` say why the levels before `start` were given up (by the caller: time limit, process killed);
     `memory_limit` names the limit a MemoryError means (`the 512 MiB of controller.planningMemoryLimitMib`).
-    Raises what the planner raises for bad input (InputError); "out of memory" is never raised.
+    At the `as-requested` level pinned routes are steered through `hash_model` by per-queue-pair source ports
+    from `source_ports` (`planner.steer_source_ports`); without a model (or at `unpinned`), more than one queue
+    pair gets spread ports. Raises what the planner raises for bad input (InputError); "out of memory" is never
+    raised.
     """
     given_up = list(reasons)
     level = start
     while True:
+        steering = None
         try:
             if level in ("as-requested", "unpinned"):
                 result = plan_ranks(
@@ -162,6 +172,15 @@ def graded_plan(
                     rng=seed,
                     time_limit=time_limit,
                     fixed_ranks=fixed_ranks,
+                )
+                steering = steer_source_ports(
+                    placement,
+                    topology,
+                    result,
+                    hash_model if level == "as-requested" else None,
+                    port_range=source_ports,
+                    rng=seed,
+                    time_limit=time_limit,
                 )
                 order, ring = result.order, None
             elif level == "ring-order":
@@ -178,7 +197,9 @@ def graded_plan(
             level = next_level(level, routing)
             continue
         fallback = Fallback(level, f"{pattern}/{routing}", tuple(given_up)) if level != "as-requested" else None
-        return GradedPlan(order, level, pattern, routing, result=result, ring=ring, fallback=fallback)
+        return GradedPlan(
+            order, level, pattern, routing, result=result, ring=ring, fallback=fallback, steering=steering
+        )
 
 
 def pod_index_fill(placement: Placement, fixed: Mapping[int, int]) -> tuple[int, ...]:

@@ -14,6 +14,7 @@ from typing import Any
 
 from planner import (
     Fabric,
+    HashModel,
     InputError,
     Placement,
     PlacementProblem,
@@ -40,7 +41,13 @@ from webhook.common.names import (
     ROUTE_PLAN_ENV,
     VOLCANO_PLUGIN_WRITER,
 )
-from webhook.common.rank_configmap import CONFIGMAP_DATA_LIMIT, ROUTES_KEY, completed_payload, state_record
+from webhook.common.rank_configmap import (
+    CONFIGMAP_DATA_LIMIT,
+    QP_PORT_CONFIG_KEY,
+    ROUTES_KEY,
+    completed_payload,
+    state_record,
+)
 from webhook.common.settings import AcceleratorProfile, Settings, TopologySettings
 from webhook.controller.budget import LEVEL_NAMES, GradedPlan, PlanLevel, graded_plan
 
@@ -273,6 +280,8 @@ class Planned:
     """Why the table holds a cheaper plan than the one requested (memory or time budget), for the Event."""
     plan_level: str | None = None
     """The level the plan came from (`webhook.controller.budget.PlanLevel`); None when not route planned."""
+    steering_fallback: str | None = None
+    """Why pinned routes were not steered by source ports (a hash model was given), for a warning Event."""
 
 
 def plan_table(
@@ -289,6 +298,7 @@ def plan_table(
     start_level: PlanLevel = "as-requested",
     budget_reasons: Sequence[str] = (),
     memory_limit: str = "the memory available",
+    hash_model: HashModel | None = None,
 ) -> Planned:
     """Plan (or take pod-index order) and render the completed ConfigMap data. Runs in a worker thread or process.
 
@@ -296,7 +306,9 @@ def plan_table(
     cheaper one, and `start_level` skips the levels the caller gave up for `budget_reasons` (time limit, killed
     process); `fallback` then says which plan was taken and why, in the Event's words, and so does the plan report.
     A route plan that fails for any other reason takes pod-index order, survivors keeping their ranks, and
-    `route_problem` says why. Raises ConfigMapTooLargeError, or InputError when the table cannot be built.
+    `route_problem` says why. Pinned routes are steered through `hash_model` by per-queue-pair source ports
+    (MultiQpSrcPort.cfg); when that falls back, `steering_fallback` says why. Raises ConfigMapTooLargeError, or
+    InputError when the table cannot be built.
     """
     started = time.perf_counter()
     graded: GradedPlan | None = None
@@ -322,6 +334,8 @@ def plan_table(
                 start=start_level,
                 reasons=budget_reasons,
                 memory_limit=memory_limit,
+                hash_model=hash_model,
+                source_ports=planning.source_ports,
             )
         except InputError as exc:
             route_problem = (
@@ -349,16 +363,29 @@ def plan_table(
     )
     report = json.dumps(graded.report(placement), separators=(",", ":")) if graded is not None else None
     routes, left_out = None, []
+    steering = graded.steering if graded is not None else None
     if result is not None and result.routes is not None:
         entries = sum(int((spines >= 0).sum()) for spines in result.routes.spines)
         if entries * ROUTE_ENTRY_MIN_BYTES > CONFIGMAP_DATA_LIMIT:
             # Rendering them would cost seconds and hundreds of MB for a file the ConfigMap cannot hold.
             routes = json.dumps({"omitted": f"{ROUTES_KEY}: {entries} pinned routes left out, too many for 1 MiB"})
             left_out.append(ROUTES_KEY)
+        elif steering is not None:
+            step_ports = steering.step_ports(result.routes)
+            text = result.routes.to_json(addresses=steering.addresses, step_ports=step_ports)
+            routes = json.dumps(text, separators=(",", ":"))
         else:
             routes = json.dumps(result.routes.to_json(), separators=(",", ":"))
+    qp_ports = steering.config_text() if steering is not None and steering.ports is not None else None
     payload = completed_payload(
-        settings, profile, rank_table=table, ranks_env=ranks_env, state=state, plan_report=report, routes=routes
+        settings,
+        profile,
+        rank_table=table,
+        ranks_env=ranks_env,
+        state=state,
+        plan_report=report,
+        routes=routes,
+        qp_ports=qp_ports,
     )
     left_out += [key for key in payload.omitted if key not in left_out]
     planning_ms = (time.perf_counter() - started) * 1000.0
@@ -370,6 +397,14 @@ def plan_table(
             message += f"; {LEVEL_NAMES[graded.level]}: see the RankTableFallback event"
     if left_out:
         message += f"; {' and '.join(left_out)} left out: over the ConfigMap's 1 MiB"
+    steering_fallback = steering.fallback if steering is not None else None
+    if qp_ports is not None and QP_PORT_CONFIG_KEY in payload.omitted:
+        steering_fallback = (
+            f"{QP_PORT_CONFIG_KEY} ({steering.lines if steering else 0} address pairs) left out: it does not fit the "
+            "ConfigMap's 1 MiB even gzip-compressed; HCCL uses its default queue pairs and ports (ECMP)"
+        )
+    if steering is not None and steering.mode != "none" and QP_PORT_CONFIG_KEY not in payload.omitted:
+        message += f"; {steering.message}"
     return Planned(
         payload.data,
         payload.binary_data,
@@ -380,6 +415,7 @@ def plan_table(
         route_problem,
         graded.fallback.message if graded is not None and graded.fallback is not None else None,
         graded.level if graded is not None else None,
+        steering_fallback,
     )
 
 

@@ -38,7 +38,7 @@ from webhook.common.rank_configmap import (
     payload_hash,
     rank_table_status,
 )
-from webhook.common.settings import AcceleratorProfile, Settings
+from webhook.common.settings import AcceleratorProfile, Settings, settings_hash_model
 from webhook.controller.budget import PlanLevel
 from webhook.controller.configmaps import ConfigMapKeeper
 from webhook.controller.isolation import PlanningProcess
@@ -127,6 +127,8 @@ class Controller:
             else pending_event_interval_s
         )
         self.workers = workers
+        self.hash_model = settings_hash_model(settings)
+        """The fabric's hash (topology.hashModelFile, read when the settings were): pinned routes are steered."""
         namespaces = settings.controller.namespaces
         self.queue = DebouncedQueue(
             settings.controller.debounce_s, settings.controller.debounce_s * MAX_DEBOUNCE_FACTOR
@@ -440,6 +442,10 @@ class Controller:
             # After the write (a write that conflicts is planned again): one Event per table written this way.
             log.warning("event=plan_fallback job=%s level=%s detail=%s", key, planned.plan_level, planned.fallback)
             await self._event(job, written, "RankTableFallback", planned.fallback, "Warning")
+        if planned.steering_fallback:
+            log.warning("event=steering_fallback job=%s detail=%s", key, planned.steering_fallback)
+            message = f"pinned routes not steered by source ports: {planned.steering_fallback}"
+            await self._event(job, written, "RankTableFallback", message, "Warning")
         await self._event(job, written, "RankTableCompleted", planned.message, "Normal")
         return None
 
@@ -502,6 +508,7 @@ class Controller:
             "route_plan": route_plan,
             "record_servers": record_servers,
             "record_valid": record_valid,
+            "hash_model": self.hash_model,
         }
         resume = memory.given_up[1:] if memory.given_up[0] == fingerprint else None
 

@@ -4,6 +4,7 @@ Every field says what its default means (`_model`). Nothing reads settings from 
 explicitly. A bad file is refused with every problem at once, one line each naming the key as spelt (`_load`).
 """
 
+from webhook.common.settings._hash_model import read_hash_model_file, settings_hash_model
 from webhook.common.settings._load import default_settings, load_settings, settings_from_mapping
 from webhook.common.settings._model import (
     DEFAULT_PROFILES,
@@ -46,6 +47,8 @@ __all__ = [
     "VolcanoSettings",
     "default_settings",
     "load_settings",
+    "read_hash_model_file",
+    "settings_hash_model",
     "settings_from_mapping",
     "volcano_release",
 ]

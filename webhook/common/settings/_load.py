@@ -18,6 +18,7 @@ import msgspec
 import msgspec.inspect
 
 from planner import Fabric
+from webhook.common.settings._hash_model import read_hash_model_file, resolve_hash_model_path
 from webhook.common.settings._model import (
     DEFAULT_PROFILES,
     MIN_VOLCANO_RELEASE,
@@ -72,7 +73,9 @@ def settings_from_mapping(data: Mapping[str, Any] | None) -> Settings:
 def load_settings(path: str | Path | None = None, **overrides: Any) -> Settings:
     """Read the settings file (if any), then apply flag overrides given as top-level fields.
 
-    Overrides replace whole sections and are checked like the file. Raises SettingsError naming the file.
+    Overrides replace whole sections and are checked like the file. The hash model file the settings name is read
+    and checked too, its path made absolute (`settings_hash_model` gives the model). Raises SettingsError naming
+    the file.
     """
     source = None if path is None else str(path)
     data = {} if path is None else _read_file(Path(path))
@@ -80,9 +83,19 @@ def load_settings(path: str | Path | None = None, **overrides: Any) -> Settings:
         data = {key: item for key, item in data.items() if _snake(str(key)) != name}
         data[name] = msgspec.to_builtins(value)
     try:
-        return settings_from_mapping(data)
+        settings = settings_from_mapping(data)
     except SettingsError as exc:
         raise SettingsError(exc.problems, source) from None
+    model_file = settings.topology.hash_model_file
+    if model_file is not None:
+        resolved = resolve_hash_model_path(model_file, path)
+        try:
+            read_hash_model_file(resolved)
+        except ValueError as exc:
+            raise SettingsError([f"topology.hashModelFile: {exc}"], source) from None
+        topology = msgspec.structs.replace(settings.topology, hash_model_file=resolved)
+        settings = msgspec.structs.replace(settings, topology=topology)
+    return settings
 
 
 def _read_file(path: Path) -> dict[str, Any]:
@@ -441,6 +454,10 @@ class _Reader:
                     f"must hold the largest request body the server reads ({largest[section]} MiB), "
                     f"got {limits.body_buffer_mib}",
                 )
+        ports = ("planning", "source_ports")
+        if self.clean(ports) and settings.planning.source_ports[0] > settings.planning.source_ports[1]:
+            low, high = settings.planning.source_ports
+            self.problem(ports, f"[first, last] with first <= last, got [{low}, {high}]")
         version = ("volcano", "version")
         inject = ("volcano", "network_topology", "inject")
         volcano = settings.volcano

@@ -36,6 +36,8 @@ NAMESPACE_PATTERN = "^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$"
 """A Kubernetes namespace name: an RFC 1123 label."""
 NamespaceName = Annotated[str, msgspec.Meta(pattern=NAMESPACE_PATTERN)]
 """The name of a namespace."""
+Port = Annotated[int, msgspec.Meta(ge=1, le=65535)]
+"""A TCP or UDP port number."""
 
 
 class HostPathVolume(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
@@ -168,6 +170,10 @@ class TopologySettings(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     """`namespace/name` of a MindCluster basic-tor-node-cm ConfigMap to read leaves and slice ids from."""
     fabric: Fabric = Fabric()
     """Link rate, uplinks and oversubscription: facts labels do not carry (the default is a 1:1 Clos)."""
+    hash_model_file: Name | None = None
+    """How the fabric's switches hash a packet onto an uplink (`ringroute fabric calibrate` writes the file; a
+    path relative to the settings file's directory, e.g. a second key of the settings ConfigMap). With it, pinned
+    routes are delivered as per-queue-pair UDP source ports (MultiQpSrcPort.cfg); None: no steering."""
 
 
 class PlanningSettings(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
@@ -177,8 +183,13 @@ class PlanningSettings(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     """Collective pattern to optimise for."""
     routing: Literal["ecmp", "slice", "pinned"] = "ecmp"
     """Routing model of the fabric."""
-    qps_per_connection: AtLeastOne = 1
-    """HCCL_RDMA_QPS_PER_CONNECTION: queue pairs hashed independently per connection under ecmp."""
+    qps_per_connection: Annotated[int, msgspec.Meta(ge=1, le=32)] = 1
+    """Queue pairs per cross-leaf connection (1 to 32, HCCL's limit): under ecmp each is hashed on its own; with
+    pinned routes each is pinned on its own (a flow may be split over spines). Above 1, or with a hash model,
+    ringroute writes them as MultiQpSrcPort.cfg and the launcher points HCCL_RDMA_QP_PORT_CONFIG_PATH at it."""
+    source_ports: tuple[Port, Port] = (49152, 65535)
+    """First and last UDP source port ringroute may give a queue pair (a range the hosts' firewalls and the
+    switches' ACLs let through); wider ranges give steering more ports to choose from."""
     time_limit_s: Positive = 2.0
     """Planner time budget per job."""
     seed: Annotated[int, msgspec.Meta(ge=0)] = 0
