@@ -217,6 +217,12 @@ class HashModel:
         """Whether the model knows no switch at all."""
         return not self.tiers and not self.switches
 
+    def __reduce__(
+        self,
+    ) -> tuple[type[HashModel], tuple[dict[SwitchTier, SwitchHash], dict[str, SwitchHash], frozenset[str]]]:
+        # The read-only mappings do not pickle; the controller hands the model to its planning process.
+        return (HashModel, (dict(self.tiers), dict(self.switches), self.unknown))
+
 
 @dataclass(frozen=True, slots=True)
 class HashSample:

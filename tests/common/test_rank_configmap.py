@@ -12,8 +12,8 @@ import msgspec
 import pytest
 
 from emulation.cluster import make_job
-from webhook.common.names import LAUNCHER_KEY
 from webhook.common.launcher import launcher_script
+from webhook.common.names import LAUNCHER_KEY
 from webhook.common.rank_configmap import (
     STATE_KEY,
     ConfigMapTooLargeError,
