@@ -221,7 +221,7 @@ class HashModel:
         self,
     ) -> tuple[type[HashModel], tuple[dict[SwitchTier, SwitchHash], dict[str, SwitchHash], frozenset[str]]]:
         # The read-only mappings do not pickle; the controller hands the model to its planning process.
-        return (HashModel, (dict(self.tiers), dict(self.switches), self.unknown))
+        return (HashModel, (dict(self.tiers), dict(self.switches), frozenset(self.unknown)))
 
 
 @dataclass(frozen=True, slots=True)
