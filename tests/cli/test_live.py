@@ -23,10 +23,12 @@ from webhook.cli.main import main, program_name
 
 
 def outputs(directory: Path) -> dict[str, Any]:
-    """The files of a plan; the report parsed, without the planner's wall time (the one thing that varies)."""
+    """The files of a plan; the report parsed, without the planner's wall times (the one thing that varies)."""
     files: dict[str, Any] = {p.name: p.read_text(encoding="utf-8") for p in sorted(directory.iterdir())}
     files["ringroute-plan.json"] = report = json.loads(files["ringroute-plan.json"])
     report.pop("wall_time_s")
+    if report.get("steering") is not None:
+        report["steering"].pop("wall_time_s")
     return files
 
 
