@@ -163,7 +163,8 @@ def test_defaults_that_come_from_settings_show_the_built_in_values() -> None:
     for text in (
         "--pattern {ring,halving-doubling,mixed} collective pattern to optimise for (default: ring)",
         "(default: ecmp)",
-        "--qps Q queue pairs per connection, as HCCL_RDMA_QPS_PER_CONNECTION (default: 1)",
+        "--qps Q queue pairs per cross-leaf connection, each with its own UDP source port; above 1 they are written "
+        "to MultiQpSrcPort.cfg (default: 1)",
         "--seed S planner seed (default: 0)",
         "--time-limit SECONDS planner time budget in seconds (default: 2)",
         "--nics N NICs per server (default: 8)",
