@@ -10,7 +10,9 @@ Needs RINGROUTE_E2E_KUBECONFIG of a cluster with Volcano and at least three Read
   the controller runs in this process, its watches limited to the namespace;
 - Volcano creates and binds the pods, kubelets run them with the rank-table ConfigMap mounted, and the launcher in
   each pod waits for the table; this test plays the device plugin: it writes each pod's device annotation once the
-  pod is bound (in the second trial one node's pod 8 s after the others, a node that starts its pod late);
+  pod is bound. In the second trial one node starts its pod late: that pod's annotation comes 8 s after its
+  binding and its containers start 8 s late (an init container waits), so the table completes while that pod is
+  still starting;
 - the table completes, the controller annotates the pods, and each kubelet rewrites its pod's file.
 
 Asserted for every pod: table completed -> training command started <= 5 s (the completion time is taken as the
@@ -29,6 +31,7 @@ import copy
 import hashlib
 import json
 import os
+import socket
 import tempfile
 import time
 import uuid
@@ -51,6 +54,7 @@ from webhook.common.names import RANK_TABLE_VERSION_ANNOTATION
 from webhook.common.settings import ControllerSettings, Settings, TopologySettings
 from webhook.controller.run import run_controller
 from webhook.kube.client import CONFIGMAPS, JOBS, NODES, PODS, KubeError, KubeRepository, connect
+from webhook.kube.leader import LeaderElector
 
 pytestmark = pytest.mark.e2e
 
@@ -61,6 +65,8 @@ LEAF_LABEL = "ringroute-e2e.io/leaf"
 LATE_S = 8.0
 """How much later the late node's pod gets its device annotation."""
 TARGET_S = 5.0
+LOCK_WAIT_S = 600.0
+"""How long a run waits for another run on the same cluster to finish."""
 TRAINING = r"""
 now=$(adjtimex | awk '/tv_sec/ {s = $2} /tv_usec/ {u = $2} END {printf "%d.%06d", s, u}')
 sum=$(sha256sum "$RANK_TABLE_FILE" | cut -d " " -f 1)
@@ -73,8 +79,9 @@ wait
 """The job's command (busybox sh): its first act is to read the clock, microseconds included."""
 
 
-def job_manifest(name: str, namespace: str) -> Obj:
-    """The documented route-planned job, three pods of 8 cards, on the kit's busybox image."""
+def job_manifest(name: str, namespace: str, late_pod: str | None = None) -> Obj:
+    """The documented route-planned job, three pods of 8 cards, on the kit's busybox image; with `late_pod`, that
+    pod's containers start LATE_S late (an init container waits), as on a node that starts its pod late."""
     template = {
         "metadata": {"labels": {"ring-controller.cce": "ascend-1980"}},
         "spec": {
@@ -92,6 +99,16 @@ def job_manifest(name: str, namespace: str) -> Obj:
             ],
         },
     }
+    if late_pod is not None:
+        wait = f'if [ "$HOSTNAME" = {late_pod} ]; then sleep {LATE_S:g}; fi'
+        template["spec"]["initContainers"] = [  # type: ignore[index]
+            {
+                "name": "node-start",
+                "image": "localhost/rr-busybox:1",
+                "imagePullPolicy": "IfNotPresent",
+                "command": ["sh", "-c", wait],
+            }
+        ]
     return {
         "apiVersion": "batch.volcano.sh/v1alpha1",
         "kind": "Job",
@@ -119,6 +136,36 @@ def e2e_settings(namespace: str) -> Settings:
     )
 
 
+@contextlib.asynccontextmanager
+async def exclusive(repo: KubeRepository) -> AsyncIterator[None]:
+    """The trial needs the cluster's NPU nodes to itself: one run at a time per cluster, by a Lease in `default`
+    (released at the end; a run that dies frees it within 30 s)."""
+    elector = LeaderElector(
+        repo,
+        Metrics(),
+        name="ringroute-e2e-kubelets",
+        namespace="default",
+        identity=f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}",
+        lease_duration_s=30,
+        renew_deadline_s=20,
+        retry_period_s=2,
+    )
+    held = asyncio.Event()
+    stop = asyncio.Event()
+
+    async def hold() -> None:
+        held.set()
+        await asyncio.Event().wait()
+
+    task = asyncio.create_task(elector.run(hold, stop))
+    try:
+        await asyncio.wait_for(held.wait(), LOCK_WAIT_S)
+        yield
+    finally:
+        stop.set()
+        await asyncio.wait_for(task, 30)
+
+
 @dataclass
 class Cluster:
     repo: KubeRepository
@@ -128,48 +175,62 @@ class Cluster:
 
 @contextlib.asynccontextmanager
 async def cluster() -> AsyncIterator[Cluster]:
-    """A namespace on the e2e cluster, its nodes labelled with two leaves; all of it undone on exit."""
+    """A namespace on the e2e cluster, held alone (`exclusive`), its nodes labelled with two leaves; all of it
+    undone on exit, the namespace's pods gone before the next run may start."""
     api = await connect(os.environ["RINGROUTE_E2E_KUBECONFIG"])
     assert api is not None
     repo = KubeRepository(api, Metrics(), request_timeout_s=10.0)
     namespace = f"ringroute-e2e-{uuid.uuid4().hex[:6]}"
+    namespace_path = f"/api/v1/namespaces/{namespace}"
     labelled: list[str] = []
     try:
-        items, _ = await repo.list_objects(NODES)
-        nodes = sorted(
-            node["metadata"]["name"]
-            for node in items
-            if int((node.get("status") or {}).get("allocatable", {}).get(NPU, "0")) >= 8
-            and any(
-                c.get("type") == "Ready" and c.get("status") == "True"
-                for c in (node.get("status") or {}).get("conditions") or []
-            )
-        )
-        if len(nodes) < PODS_IN_JOB:
-            message = (
-                f"needs {PODS_IN_JOB} Ready nodes with {NPU}: 8 (the kit's up.sh --volcano --nodes 3); has {nodes}"
-            )
-            if in_ci():
-                pytest.fail(message)
-            pytest.skip(message)
-        for index, node in enumerate(nodes):
-            patch = {"metadata": {"labels": {LEAF_LABEL: f"leaf-{index % 2}"}}}
-            await repo.patch_object(NODES, None, node, patch)
-            labelled.append(node)
-        await repo._call("create namespaces", "POST", "/api/v1/namespaces", body={"metadata": {"name": namespace}})
-        for _ in range(100):  # pods need the namespace's ServiceAccount, which kube-controller-manager makes
-            if await repo._call(
-                "get", "GET", f"/api/v1/namespaces/{namespace}/serviceaccounts/default", missing_ok=True
-            ):
-                break
-            await asyncio.sleep(0.1)
-        yield Cluster(repo, namespace, nodes)
+        async with exclusive(repo):
+            try:
+                nodes = await npu_nodes(repo)
+                for index, node in enumerate(nodes):
+                    await repo.patch_object(
+                        NODES, None, node, {"metadata": {"labels": {LEAF_LABEL: f"leaf-{index % 2}"}}}
+                    )
+                    labelled.append(node)
+                await repo._call(
+                    "create namespaces", "POST", "/api/v1/namespaces", body={"metadata": {"name": namespace}}
+                )
+                for _ in range(100):  # pods need the namespace's ServiceAccount, which kube-controller-manager makes
+                    if await repo._call("get", "GET", f"{namespace_path}/serviceaccounts/default", missing_ok=True):
+                        break
+                    await asyncio.sleep(0.1)
+                yield Cluster(repo, namespace, nodes)
+            finally:
+                await repo._call("delete namespaces", "DELETE", namespace_path, missing_ok=True)
+                for node in labelled:
+                    with contextlib.suppress(KubeError):
+                        await repo.patch_object(NODES, None, node, {"metadata": {"labels": {LEAF_LABEL: None}}})
+                for _ in range(600):  # its pods free the NPUs for the next run
+                    if await repo._call("get", "GET", namespace_path, missing_ok=True) is None:
+                        break
+                    await asyncio.sleep(0.1)
     finally:
-        await repo._call("delete namespaces", "DELETE", f"/api/v1/namespaces/{namespace}", missing_ok=True)
-        for node in labelled:
-            with contextlib.suppress(KubeError):
-                await repo.patch_object(NODES, None, node, {"metadata": {"labels": {LEAF_LABEL: None}}})
         await repo.close()
+
+
+async def npu_nodes(repo: KubeRepository) -> list[str]:
+    """The Ready nodes with 8 NPUs; skips the test (fails it under CI=true) when there are fewer than the job's."""
+    items, _ = await repo.list_objects(NODES)
+    nodes = sorted(
+        node["metadata"]["name"]
+        for node in items
+        if int((node.get("status") or {}).get("allocatable", {}).get(NPU, "0")) >= 8
+        and any(
+            c.get("type") == "Ready" and c.get("status") == "True"
+            for c in (node.get("status") or {}).get("conditions") or []
+        )
+    )
+    if len(nodes) < PODS_IN_JOB:
+        message = f"needs {PODS_IN_JOB} Ready nodes with {NPU}: 8 (the kit's up.sh --volcano --nodes 3); has {nodes}"
+        if in_ci():
+            pytest.fail(message)
+        pytest.skip(message)
+    return nodes
 
 
 @contextlib.asynccontextmanager
@@ -246,7 +307,10 @@ async def completed_at(repo: KubeRepository, namespace: str, configmap: str, tim
             return unfinished_at, current
         unfinished_at = poll_started
         await asyncio.sleep(0.05)
-    raise AssertionError(f"ConfigMap {namespace}/{configmap} not completed within {timeout_s}s")
+    raise AssertionError(
+        f"ConfigMap {namespace}/{configmap} not completed within {timeout_s}s (its job's events say why; pods of an "
+        "earlier run that died may still hold the nodes' NPUs: kubectl get pods -A)"
+    )
 
 
 async def started_lines(
@@ -289,7 +353,7 @@ async def test_training_starts_within_5_s_of_the_completed_table_with_the_right_
         device_plugin = asyncio.create_task(play_device_plugin(repo, namespace, late_pod, stop))
         try:
             async with admission(repo, settings, namespace):
-                job = await repo.create_object(JOBS, job_manifest(job_name, namespace))
+                job = await repo.create_object(JOBS, job_manifest(job_name, namespace, late_pod))
             command = job["spec"]["tasks"][0]["template"]["spec"]["containers"][0]["command"]
             assert command[:3] == ["/bin/sh", "/user/config/ringroute-launcher.sh", "--"], "admission wrapped it"
             earliest, configmap = await completed_at(repo, namespace, f"configmap1980-{job_name}", timeout_s=120)
