@@ -41,6 +41,7 @@ from planner.sim._steering import (
     device_addresses,
     hashed_routes,
     queue_pair_targets,
+    reroute,
     search_ports,
     source_ports,
 )
@@ -78,7 +79,9 @@ class SteeringResult:
     routes: RoutePlan | None = None
     """steered: the route plan the model gives these ports (queue-pair level)."""
     off_plan: int = 0
-    """steered: queue pairs the model sends elsewhere than their planned spine or core (0 when steering held)."""
+    """steered: queue pairs the model sends elsewhere than their planned spine or core: those no source port takes
+    onto the planned route (two switches' hashes leave the port too few free bits), moved to the least loaded
+    route a port reaches. The prediction includes them."""
     conflicts: int = 0
     """Queue pairs of connections shared by steps pinned differently (they keep their first step's routes)."""
     switches: tuple[SwitchUse, ...] = ()
@@ -328,12 +331,23 @@ def _steer(
     if search.timed_out:
         return f"the port search passed its time limit with {int((search.ports < 0).sum())} queue pairs left"
     if search.problems:
-        more = f"; and {len(search.problems) - 3} more" if len(search.problems) > 3 else ""
-        return "; ".join(search.problems[:3]) + more
-    ports = source_ports(
-        network, targets, search.ports, qps=request.qps, port_range=request.port_range, seed=request.seed
+        return _listed(search.problems)
+    rerouted = reroute(
+        network, routes, targets, search, addresses=addresses, model=model, port_range=request.port_range
     )
-    return targets, ports, search.switches
+    if rerouted.problems:
+        return _listed(rerouted.problems)
+    if time.perf_counter() > request.deadline:
+        return f"the port search passed its time limit rerouting {rerouted.moved} queue pairs"
+    ports = source_ports(
+        network, rerouted.targets, rerouted.ports, qps=request.qps, port_range=request.port_range, seed=request.seed
+    )
+    return rerouted.targets, ports, search.switches
+
+
+def _listed(problems: Sequence[str]) -> str:
+    more = f"; and {len(problems) - 3} more" if len(problems) > 3 else ""
+    return "; ".join(dict.fromkeys(problems[:3])) + more
 
 
 def _line_count(network: JobNetwork, src: np.ndarray, dst: np.ndarray, nic: np.ndarray) -> int:
@@ -361,7 +375,7 @@ def _steered_message(predicted: OrderEvaluation, planned: OrderEvaluation, lines
     held = (
         "every queue pair on its planned spine"
         if off_plan == 0
-        else f"{off_plan} queue pair(s) off their planned spine"
+        else f"{off_plan} queue pair(s) rerouted where no source port reaches their planned spine and core"
     )
     return (
         f"source ports steer {lines} address pairs x {qps} queue pairs through the hash model ({held}): predicted "

@@ -154,10 +154,12 @@ class KeyMap:
         if len(rows) > 64:
             raise ValueError("a KeyMap has at most 64 output bits")
         bit_values = np.zeros(8 * KEY_BYTES, dtype=np.uint64)
-        for i, row in enumerate(rows):
-            for position in range(8 * KEY_BYTES):
-                if row >> (8 * KEY_BYTES - 1 - position) & 1:
-                    bit_values[position] |= np.uint64(1 << i)
+        if rows:
+            # (rows, 104) bits, most significant key bit first; output bit i weighs 2**i
+            packed = np.frombuffer(b"".join(row.to_bytes(KEY_BYTES, "big") for row in rows), dtype=np.uint8)
+            bits = np.unpackbits(packed.reshape(len(rows), KEY_BYTES), axis=1).astype(np.uint64)
+            weights = np.uint64(1) << np.arange(len(rows), dtype=np.uint64)
+            bit_values = np.bitwise_or.reduce(bits * weights[:, None], axis=0)
         constant = sum(1 << i for i, row in enumerate(rows) if (row & origin).bit_count() & 1)
         return cls(_tables_from_bits(bit_values), constant)
 
@@ -203,6 +205,25 @@ class KeyMap:
         values: np.ndarray = self.tables[9][ports >> 8] ^ self.tables[10][ports & 0xFF]
         return values
 
+    @cached_property
+    def _rows(self) -> list[list[int]]:
+        return self.tables.tolist()  # type: ignore[no-any-return]
+
+    def fixed_one(self, src: int, dst: int, dport: int = ROCE_UDP_PORT, proto: int = UDP) -> int:
+        """`fixed` of one address pair, in Python integers (no array overhead: a queue pair tried alone)."""
+        t = self._rows
+        out = self.constant
+        for offset, value in ((0, src), (4, dst)):
+            for k in range(4):
+                out ^= t[offset + k][(value >> (24 - 8 * k)) & 0xFF]
+        return out ^ t[8][proto & 0xFF] ^ t[11][(dport >> 8) & 0xFF] ^ t[12][dport & 0xFF]
+
+    def port_part(self, sport: np.ndarray) -> np.ndarray:
+        """The contribution of source ports (two gathers from 256-entry tables; XOR with `fixed` for the value)."""
+        ports = np.asarray(sport, dtype=np.intp)
+        part: np.ndarray = self.tables[9][ports >> 8] ^ self.tables[10][ports & 0xFF]
+        return part
+
     def reads_port(self) -> bool:
         """Whether the source port changes the value at all."""
         return bool(self.tables[9].any() or self.tables[10].any())
@@ -211,7 +232,7 @@ class KeyMap:
         self, src: np.ndarray, dst: np.ndarray, sport: np.ndarray, dport: np.ndarray | int, proto: np.ndarray | int
     ) -> np.ndarray:
         """The map's value on 5-tuples (arrays broadcast together)."""
-        value: np.ndarray = self.fixed(src, dst, dport, proto) ^ self.port_values[np.asarray(sport, dtype=np.intp)]
+        value: np.ndarray = self.fixed(src, dst, dport, proto) ^ self.port_part(sport)
         return value
 
 
@@ -277,6 +298,25 @@ class CompiledHash:
         """Next-hop index of each 5-tuple (arrays broadcast together), -1 where unknown."""
         value = self.value(src, dst, sport, dport, proto)
         outside = self.outside(src, dst, sport, dport, proto) if self.checks else None
+        return self.next_hops(value, choices, outside)
+
+    def prepare(self, src: np.ndarray, dst: np.ndarray, *, dport: int = ROCE_UDP_PORT, proto: int = UDP) -> np.ndarray:
+        """(n, 1 + checks) the value and span checks of n address pairs with source port 0, for `hops_at`: what
+        stays the same while ports are tried."""
+        maps = (self.value, *self.checks)
+        if np.size(src) == 1 and np.size(dst) == 1:
+            one = [keymap.fixed_one(int(np.ravel(src)[0]), int(np.ravel(dst)[0]), dport, proto) for keymap in maps]
+            return np.array([one], dtype=np.uint64)
+        return np.stack([keymap.fixed(src, dst, dport, proto) for keymap in maps], axis=-1)
+
+    def hops_at(self, prepared: np.ndarray, sport: np.ndarray, choices: np.ndarray | int) -> np.ndarray:
+        """Next hops of the address pairs `prepared` ((n, 1 + checks), from `prepare`) with source ports `sport`
+        ((n, k)), among `choices` ((n, 1) or a number); -1 where unknown."""
+        value = prepared[:, :1] ^ self.value.port_part(sport)
+        outside = None
+        for index, check in enumerate(self.checks, start=1):
+            off = (prepared[:, index : index + 1] ^ check.port_part(sport)) != 0
+            outside = off if outside is None else outside | off
         return self.next_hops(value, choices, outside)
 
 

@@ -10,10 +10,11 @@ so the simulator measures what a written file does, not what was meant.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import time
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -36,7 +37,11 @@ DEFAULT_PORT_RANGE = (49152, 65535)
 MAX_QP_PORTS = 32
 """HCCL takes 1 to 32 ports (queue pairs) per line of MultiQpSrcPort.cfg."""
 SEARCH_BATCH = 64
-"""Candidate ports tried per queue pair and round (a round is one vectorised pass over every queue pair)."""
+"""Candidate ports tried per queue pair and round (a round is one vectorised pass over every open queue pair)."""
+REROUTE_PORTS = 4096
+"""Ports a queue pair that cannot take its planned route tries for the least loaded other route."""
+SEARCH_CELLS = 1 << 20
+"""Queue pairs x candidates per round at most once few queue pairs are left (they then try longer runs)."""
 
 
 @dataclass(frozen=True, eq=False)
@@ -219,8 +224,11 @@ class PortSearch:
     ports: np.ndarray
     switches: tuple[SwitchUse, ...]
     problems: tuple[str, ...]
-    """One sentence per reason some queue pairs got no port (empty when every one got one)."""
+    """One sentence per reason queue pairs cannot be steered at all (a switch the model does not know, a hash
+    that ignores the source port); empty when every queue pair could be searched for."""
     timed_out: bool = False
+    unreached: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    """Queue pairs (rows of the targets) no port of the range takes onto their planned next hops (`reroute`)."""
 
 
 def _check_port_range(port_range: tuple[int, int]) -> tuple[int, int]:
@@ -240,8 +248,8 @@ def _candidate_stride(span: int) -> int:
 
 def _offsets(keys: np.ndarray, seed: int, span: int) -> np.ndarray:
     """A pseudo-random start per connection (splitmix64 of its key and the seed)."""
-    x = keys.astype(np.uint64) + np.uint64(seed) * np.uint64(0x9E3779B97F4A7C15)
     with np.errstate(over="ignore"):
+        x = keys.astype(np.uint64) + np.uint64(seed) * np.uint64(0x9E3779B97F4A7C15)
         x = (x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
         x = (x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
         x ^= x >> np.uint64(31)
@@ -274,8 +282,8 @@ def search_ports(
     hops = _hops(network, targets)
     src_ip = addresses[targets.src, targets.nic].astype(np.uint64)
     dst_ip = addresses[targets.dst, targets.nic].astype(np.uint64)
-    # (hop, compiled hash, rows of the hop's queue pairs it applies to)
-    plans: list[tuple[_Hops, CompiledHash, np.ndarray]] = []
+    # (hop, compiled hash, indices of the hop's queue pairs it applies to, their prepared address pairs)
+    plans: list[tuple[_Hops, CompiledHash, np.ndarray, np.ndarray]] = []
     uses: list[SwitchUse] = []
     blocked = np.zeros(n, dtype=bool)
     for hop in hops:
@@ -299,54 +307,232 @@ def search_ports(
                 continue
             groups.setdefault(id(compiled), (compiled, []))[1].extend(named)
         for compiled, chosen in groups.values():
-            plans.append((hop, compiled, np.asarray(chosen, dtype=np.int64)))
+            indices = np.asarray(chosen, dtype=np.int64)
+            rows = hop.rows[indices]
+            plans.append((hop, compiled, indices, compiled.prepare(src_ip[rows], dst_ip[rows])))
     stride = _candidate_stride(span)
     keys = _connection_key(targets.src, targets.dst, targets.nic, network.servers, network.nics)
-    offset = _offsets(keys, seed, span)
+    # Queue pair q of a connection starts q/Q of the way along the connection's sequence: they rarely meet.
+    start = _offsets(keys, seed, span) + targets.qp * (span // qps)
+    tried = np.zeros(n, dtype=np.int64)
     open_rows = np.flatnonzero(~blocked)
-    tried = 0
-    per_qp = -(-span // qps)
+    exhausted: list[np.ndarray] = []
     timed_out = False
-    while open_rows.size and tried < per_qp:
+    while open_rows.size:
         if deadline is not None and time.perf_counter() > deadline:
             timed_out = True
             break
-        batch = min(SEARCH_BATCH, per_qp - tried)
-        t = tried + np.arange(batch)
-        steps = t[None, :] * qps + targets.qp[open_rows, None]
-        candidates = low + (offset[open_rows, None] + steps * stride) % span
-        valid = steps < span
-        good = valid.copy()
+        # Few rows left (the last, hardest queue pairs): longer runs of candidates per round.
+        batch = int(min(span, max(SEARCH_BATCH, SEARCH_CELLS // open_rows.size)))
+        t = tried[open_rows, None] + np.arange(batch)[None, :]
+        candidates = low + (start[open_rows, None] + t * stride) % span
+        good = t < span
         position = np.full(n, -1, dtype=np.int64)
         position[open_rows] = np.arange(open_rows.size)
-        for hop, compiled, indices in plans:
+        for hop, compiled, indices, prepared in plans:
             at = position[hop.rows[indices]]
             keep = at >= 0
-            rows, members, at = hop.rows[indices[keep]], indices[keep], at[keep]
-            if not rows.size:
+            members, at = indices[keep], at[keep]
+            if not members.size:
                 continue
-            reached = compiled.evaluate(
-                src_ip[rows, None], dst_ip[rows, None], candidates[at], hop.choices[members, None]
-            )
+            reached = compiled.hops_at(prepared[keep], candidates[at], hop.choices[members, None])
             good[at] &= reached == hop.target[members, None]
         found = good.any(axis=1)
         first = good.argmax(axis=1)
         ports[open_rows[found]] = candidates[np.flatnonzero(found), first[found]]
-        open_rows = open_rows[~found]
-        tried += batch
-    if open_rows.size and not timed_out:
-        problems.append(_unreached(network, targets, open_rows, port_range))
-    return PortSearch(ports, tuple(uses), tuple(problems), timed_out)
+        tried[open_rows] += np.where(found, first + 1, batch)
+        done = found | (tried[open_rows] >= span)
+        exhausted.append(open_rows[~found & done])
+        open_rows = open_rows[~done]
+        if not open_rows.size:
+            # two queue pairs of a connection on one port would be one 5-tuple: the later ones search on
+            open_rows = _sharing_a_port(keys, targets.qp, ports)
+            ports[open_rows] = -1
+    unreached = np.sort(np.concatenate(exhausted)) if exhausted else np.zeros(0, dtype=np.int64)
+    return PortSearch(ports, tuple(uses), tuple(problems), timed_out, unreached)
 
 
-def _unreached(network: JobNetwork, targets: QueuePairTargets, rows: np.ndarray, port_range: tuple[int, int]) -> str:
-    i = int(rows[0])
-    names = _tier1_names(network, targets.src[i : i + 1], targets.nic[i : i + 1])
-    hop = f"spine-{int(targets.spine[i])}" + (f" and core-{int(targets.core[i])}" if targets.core[i] >= 0 else "")
+def _sharing_a_port(keys: np.ndarray, qp: np.ndarray, ports: np.ndarray) -> np.ndarray:
+    """Queue pairs whose connection has a lower queue pair on the same port."""
+    chosen = np.flatnonzero(ports >= 0)
+    if not chosen.size:
+        return chosen
+    order = np.lexsort((qp[chosen], ports[chosen], keys[chosen]))
+    ranked = chosen[order]
+    same = (keys[ranked][1:] == keys[ranked][:-1]) & (ports[ranked][1:] == ports[ranked][:-1])
+    return np.sort(ranked[1:][same])
+
+
+@dataclass(frozen=True, eq=False)
+class Rerouted:
+    """Queue pairs moved to the least loaded route their ports can reach, where no port reaches the planned one."""
+
+    ports: np.ndarray
+    """The port of every queue pair of the targets (the search's, and the rerouted ones')."""
+    targets: QueuePairTargets
+    """The targets with the rerouted queue pairs' new spine and core."""
+    moved: int
+    problems: tuple[str, ...] = ()
+    """Queue pairs with no route at all (the model cannot tell any next hop for them), in words."""
+
+
+def reroute(
+    network: JobNetwork,
+    routes: RoutePlan,
+    targets: QueuePairTargets,
+    search: PortSearch,
+    *,
+    addresses: np.ndarray,
+    model: HashModel,
+    port_range: tuple[int, int] = DEFAULT_PORT_RANGE,
+) -> Rerouted:
+    """Give every unreached queue pair the port whose route adds least to the busiest link of its steps.
+
+    Two switches' hashes can leave a source port too few free bits for some pairs of next hops (a spine and a
+    core whose parity checks depend on the same port bits): no port takes that queue pair onto its planned route.
+    Each such queue pair, one after another, tries every port of the range: the distinct (spine, core) routes
+    they reach are scored by the largest link load they would make in the steps holding the connection, with
+    every other queue pair on its route; the lowest wins (ties: the planned spine, then the least loaded).
+    """
+    low, high = _check_port_range(port_range)
+    ports = search.ports.copy()
+    spine, core = targets.spine.copy(), targets.core.copy()
+    if not search.unreached.size:
+        return Rerouted(ports, targets, 0)
+    q, servers, nics = routes.qps, network.servers, network.nics
+    keys = _connection_key(targets.src, targets.dst, targets.nic, servers, nics)
+    row_of = keys * q + targets.qp
+    order = np.argsort(row_of)
+    links_of = _RouteLinks(network, targets)
+    unreached = set(search.unreached.tolist())
+    # per distinct step: its queue pairs (target rows) and the link loads of the reached ones
+    steps: list[np.ndarray] = []
+    seen: set[bytes] = set()
+    for step, spines in zip(routes.steps, routes.spines, strict=True):
+        if step.tobytes() in seen:
+            continue
+        seen.add(step.tobytes())
+        rows, nic = np.nonzero(spines >= 0)
+        pair = rows // q
+        wanted = _connection_key(step[pair, 0], step[pair, 1], nic, servers, nics) * q + rows % q
+        steps.append(order[np.searchsorted(row_of, wanted, sorter=order)])
+    loads = np.zeros((len(steps), network.num_links + 1), dtype=np.int64)  # + the spare id
+    for k, members in enumerate(steps):
+        reached = members[[m not in unreached for m in members.tolist()]]
+        np.add.at(loads[k], links_of(reached, spine[reached], core[reached]).ravel(), 1)
+    loads[:, -1] = 0
+    steps_of: dict[int, list[int]] = {}
+    for k, members in enumerate(steps):
+        for member in set(members.tolist()) & unreached:
+            steps_of.setdefault(member, []).append(k)
+    hashes = _Hashes(model)
+    span = high - low + 1
+    # Enough ports that every route a port can reach is offered by several (U x V routes, about span / (U x V)
+    # ports each), far fewer than the whole range: a few milliseconds per queue pair.
+    sample = min(span, REROUTE_PORTS)
+    stride = _candidate_stride(span)
+    problems: list[str] = []
+    for row in search.unreached.tolist():
+        candidates = low + (int(_offsets(keys[row : row + 1], row, span)[0]) + np.arange(sample) * stride) % span
+        taken = ports[(keys == keys[row]) & (ports >= 0)]
+        usable = candidates[~np.isin(candidates, taken)]
+        hops = _reachable(network, hashes, targets, row, ports=usable, addresses=addresses)
+        if hops is None:
+            problems.append(_unreached(network, targets, row, port_range))
+            continue
+        reach_spine, reach_core = hops
+        known = reach_spine >= 0
+        # one integer per (spine, core) route (core -1 inside a pod): a 1-D unique, not a row-wise sort
+        width = int(reach_core.max(initial=0)) + 2
+        codes, first = np.unique(reach_spine[known] * width + reach_core[known] + 1, return_index=True)
+        routes_found = np.stack([codes // width, codes % width - 1], axis=1)
+        if not routes_found.size:
+            problems.append(_unreached(network, targets, row, port_range))
+            continue
+        member = np.full(routes_found.shape[0], row, dtype=np.int64)
+        links = links_of(member, routes_found[:, 0], routes_found[:, 1])
+        mine = steps_of.get(row, [])
+        worst = np.max([loads[k][links].max(axis=1) for k in mine], axis=0) + 1 if mine else np.ones(len(links))
+        total = np.sum([loads[k][links].sum(axis=1) for k in mine], axis=0) if mine else np.zeros(len(links))
+        planned = routes_found[:, 0] != targets.spine[row]
+        best = int(np.lexsort((total, planned, worst))[0])
+        ports[row] = int(usable[known][first[best]])
+        spine[row], core[row] = (int(v) for v in routes_found[best])
+        for k in mine:
+            np.add.at(loads[k], links[best], 1)
+            loads[k, -1] = 0
+    rerouted = dataclasses.replace(targets, spine=spine, core=core)
+    moved = len(search.unreached) - len(problems)
+    return Rerouted(ports, rerouted, moved, tuple(problems))
+
+
+class _RouteLinks:
+    """Switch link ids a queue pair crosses on route (spine, core): up and down at tier 1, and across pods the
+    spine-core links up and down (-1 padding where it stays in its pod)."""
+
+    def __init__(self, network: JobNetwork, targets: QueuePairTargets) -> None:
+        self.network = network
+        self.targets = targets
+
+    def __call__(self, rows: np.ndarray, spine: np.ndarray, core: np.ndarray) -> np.ndarray:
+        net, t = self.network, self.targets
+        src, dst, nic = t.src[rows], t.dst[rows], t.nic[rows]
+        up = net.leaf_link(net.tier1_switch(src, nic), spine, up=True)
+        down = net.leaf_link(net.tier1_switch(dst, nic), spine, up=False)
+        if net.listed_tiers != 2:
+            return np.stack([up, down], axis=1)
+        plane = nic if net.layout == "rail" else np.zeros_like(nic)
+        crossing = core >= 0
+        c = np.maximum(core, 0)
+        core_up = net.spine_link(net.server_pod[src], plane, spine, c, up=True)
+        core_down = net.spine_link(net.server_pod[dst], plane, spine, c, up=False)
+        # a route inside one pod pads with the spare id num_links, a link no route uses (always empty)
+        spare = net.num_links
+        return np.stack([up, down, np.where(crossing, core_up, spare), np.where(crossing, core_down, spare)], axis=1)
+
+
+def _reachable(
+    network: JobNetwork,
+    hashes: _Hashes,
+    targets: QueuePairTargets,
+    row: int,
+    *,
+    ports: np.ndarray,
+    addresses: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray] | None:
+    """(spine, core) each port takes queue pair `row` to (-1 where the model cannot tell); None without a model."""
+    src, dst, nic = int(targets.src[row]), int(targets.dst[row]), int(targets.nic[row])
+    src_ip = np.full(ports.size, addresses[src, nic], dtype=np.uint64)
+    dst_ip = np.full(ports.size, addresses[dst, nic], dtype=np.uint64)
+    leaf_a, leaf_b = network.server_leaf[src], network.server_leaf[dst]
+    leaf = hashes.get(_tier1_names(network, targets.src[row : row + 1], targets.nic[row : row + 1])[0], "leaf")
+    if leaf is None:
+        return None
+    choices = int(min(network.leaf_uplinks[leaf_a], network.leaf_uplinks[leaf_b]))
+    spine = leaf.hops_at(leaf.prepare(src_ip[:1], dst_ip[:1]), ports[None, :], choices)[0]
+    core = np.full(ports.size, -1, dtype=np.int64)
+    pod_a, pod_b = network.server_pod[src], network.server_pod[dst]
+    if network.listed_tiers != 2 or pod_a == pod_b:
+        return spine, core
+    cores = int(min(network.pod_uplinks[pod_a], network.pod_uplinks[pod_b]))
+    for j in np.unique(spine[spine >= 0]).tolist():
+        name = _spine_names(network, targets.src[row : row + 1], targets.nic[row : row + 1], np.array([j]))[0]
+        upper = hashes.get(name, "spine")
+        at = spine == j
+        if upper is None:
+            spine[at] = -1
+            continue
+        core[at] = upper.hops_at(upper.prepare(src_ip[:1], dst_ip[:1]), ports[at][None, :], cores)[0]
+        spine[at & (core < 0)] = -1
+    return spine, core
+
+
+def _unreached(network: JobNetwork, targets: QueuePairTargets, row: int, port_range: tuple[int, int]) -> str:
+    name = _tier1_names(network, targets.src[row : row + 1], targets.nic[row : row + 1])[0]
     return (
-        f"{rows.size} queue pair(s) found no source port in {port_range[0]}-{port_range[1]} that reaches its planned "
-        f"hops (e.g. from {names[0]} to {hop}): the hash model never gives that next hop for these addresses "
-        "(members it does not list, a learned table that never saw it, addresses outside the calibrated span)"
+        f"a queue pair from {name} finds no source port in {port_range[0]}-{port_range[1]} whose next hop the hash "
+        "model can tell (addresses outside the span its switches were calibrated on, or a learned table that "
+        "never saw the value)"
     )
 
 
@@ -495,11 +681,13 @@ __all__ = [
     "MAX_QP_PORTS",
     "PortSearch",
     "QueuePairTargets",
+    "Rerouted",
     "SourcePorts",
     "SwitchUse",
     "device_addresses",
     "hashed_routes",
     "queue_pair_targets",
+    "reroute",
     "search_ports",
     "source_ports",
     "spread_ports",

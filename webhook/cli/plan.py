@@ -492,7 +492,7 @@ def _steering(case: PlanCase, result: PlanResult) -> SteeringResult | None:
             case.hash_model,
             port_range=case.source_ports,
             rng=case.seed,
-            time_limit=case.time_limit,
+            time_limit=case.settings.planning.steering_time_limit_s,
         ),
     )
 

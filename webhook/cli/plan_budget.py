@@ -79,6 +79,7 @@ def budgeted_plan(
     time_limit: float,
     hash_model: HashModel | None = None,
     source_ports: tuple[int, int] | None = None,
+    steering_time_limit: float = 20.0,
 ) -> GradedPlan:
     """The plan within the budget of the flags (see the module's docstring), its pinned routes steered through
     `hash_model` by source ports from `source_ports`. Raises InputError for bad input."""
@@ -86,7 +87,7 @@ def budgeted_plan(
 
     memory, timeout = _checked(args)
     options: dict[str, Any] = {"pattern": pattern, "routing": routing, "qps": qps, "seed": seed}
-    options.update(time_limit=time_limit, hash_model=hash_model)
+    options.update(time_limit=time_limit, hash_model=hash_model, steering_time_limit=steering_time_limit)
     if source_ports is not None:
         options["source_ports"] = source_ports
     if memory is None and timeout is None:

@@ -243,6 +243,7 @@ class PlanCase:
                 time_limit=self.time_limit,
                 hash_model=self.hash_model,
                 source_ports=self.source_ports,
+                steering_time_limit=self.settings.planning.steering_time_limit_s,
             ),
         )
 

@@ -147,6 +147,7 @@ def graded_plan(
     memory_limit: str = "the memory available",
     hash_model: HashModel | None = None,
     source_ports: tuple[int, int] = DEFAULT_PORT_RANGE,
+    steering_time_limit: float = 20.0,
 ) -> GradedPlan:
     """Plan at `start`, falling to the next cheaper level whenever a level runs out of memory.
 
@@ -180,7 +181,7 @@ def graded_plan(
                     hash_model if level == "as-requested" else None,
                     port_range=source_ports,
                     rng=seed,
-                    time_limit=time_limit,
+                    time_limit=steering_time_limit,
                 )
                 order, ring = result.order, None
             elif level == "ring-order":

@@ -336,6 +336,7 @@ def plan_table(
                 memory_limit=memory_limit,
                 hash_model=hash_model,
                 source_ports=planning.source_ports,
+                steering_time_limit=planning.steering_time_limit_s,
             )
         except InputError as exc:
             route_problem = (

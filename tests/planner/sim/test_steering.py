@@ -160,25 +160,27 @@ def test_any_declared_function_steers_every_queue_pair(
     plan = plan_ranks(placement, topology, "ring", "pinned", qps=qps, rng=0)
     model = _model(HashSpec(function, seed=seed, bucket=bucket))
     result = steer_source_ports(placement, topology, plan, model)
-    if result.mode == "steered":
-        assert _check_every_queue_pair(result, model) > 0
-    else:  # some layouts keep the port out of the bucket bits: then it says so, it never claims a steer
-        assert result.fallback is not None
-        assert "found no source port" in result.fallback
+    assert result.mode == "steered", result.message
+    assert _check_every_queue_pair(result, model) > 0
 
 
-def test_a_hash_whose_bucket_bits_the_port_never_reaches_is_refused_truthfully() -> None:
+def test_queue_pairs_no_port_can_steer_take_the_least_loaded_route_they_can_reach() -> None:
     # xor32 over the 13-byte key: the port lands in bits 8-23 of the fourth word, the low-bits bucket of two
-    # spines is bit 0, which only proto, dport and the addresses reach
+    # spines is bit 0, which only proto, dport and the addresses reach: every port of a connection takes one
+    # spine, so the plan's other spine is out of reach and the prediction says what the ports really do
     placement, topology = _case(2, servers=12)
     plan = plan_ranks(placement, topology, "ring", "pinned", rng=0)
     spec = HashSpec("xor32", bucket="low-bits")
-    result = steer_source_ports(placement, topology, plan, _model(spec))
-    assert result.mode == "none"
-    assert result.fallback is not None
-    assert "found no source port" in result.fallback
     buckets = {hash_output(spec, 0x0A000001, 0x0A000102, port) & 1 for port in range(49152, 65536, 7)}
     assert len(buckets) == 1
+    result = steer_source_ports(placement, topology, plan, _model(spec))
+    assert result.mode == "steered"
+    assert result.off_plan > 0
+    assert "rerouted where no source port reaches their planned spine" in result.message
+    assert result.predicted is not None
+    assert result.routes is not None
+    assert result.predicted.max_link_load == pytest.approx(result.routes.max_load)
+    assert _check_every_queue_pair(result, _model(spec)) > 0, "the file does what the prediction says"
 
 
 def test_reverse_connections_get_as_many_queue_pairs() -> None:

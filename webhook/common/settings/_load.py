@@ -441,6 +441,14 @@ class _Reader:
                 f"must be longer than {self.name(time_limit)} ({settings.planning.time_limit_s:g}), "
                 f"got {controller.planning_timeout_s:g}",
             )
+        steering = ("planning", "steering_time_limit_s")
+        both = settings.planning.time_limit_s + settings.planning.steering_time_limit_s
+        if self.clean(timeout, time_limit, steering) and not controller.planning_timeout_s > both:
+            self.problem(
+                timeout,
+                f"must be longer than {self.name(time_limit)} + {self.name(steering)} ({both:g}), "
+                f"got {controller.planning_timeout_s:g}",
+            )
         largest = {
             "admission": 7,  # webhook.admission.server.MAX_BODY_BYTES
             "extender": max(settings.extender.max_body_mib, settings.extender.max_session_open_mib),

@@ -192,6 +192,10 @@ class PlanningSettings(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     switches' ACLs let through); wider ranges give steering more ports to choose from."""
     time_limit_s: Positive = 2.0
     """Planner time budget per job."""
+    steering_time_limit_s: Positive = 20.0
+    """Time the source-port search may take per job (with a hash model): past it, the plan falls back to spread
+    ports with a warning Event. 12,288 address pairs x 4 queue pairs of a 4,096-server ring take about 0.2 s;
+    halving-doubling on 256 servers of a 3-tier fabric calibrated switch by switch about 8 s."""
     seed: Annotated[int, msgspec.Meta(ge=0)] = 0
     """Seed of the planner's rng (plans are deterministic)."""
 
