@@ -137,11 +137,7 @@ def answered_probes(
     pools = switch_pools(topology, placement)
     asked: dict[str, int] = {}
     samples: list[HashSample] = []
-    batches = (
-        [(pools, None)]
-        if more is None
-        else [({name: pools[name]}, count) for name, count in more.items()]
-    )
+    batches = [(pools, None)] if more is None else [({name: pools[name]}, count) for name, count in more.items()]
     for chosen, count in batches:
         probes = probe_tuples(chosen, switches=switches, count=count, rng=seed)
         for name, switch_probes in probes.items():
@@ -396,7 +392,11 @@ def controller_budget(seed: int) -> dict[str, Any]:
     from webhook.controller.levels import budgeted_table
 
     placement, topology = fabric_job(4096, per_leaf=8, uplinks=None, leaves_per_pod=None, seed=seed)
-    settings = msgspec.structs.replace(Settings(), planning=PlanningSettings(routing="pinned", qps_per_connection=QPS))
+    # a 4,096-server rank table is 2.6 MB: such clusters store it gzip-compressed (profile gzipRankTable)
+    profile = msgspec.structs.replace(Settings().profiles[0], gzip_rank_table=True)
+    settings = msgspec.structs.replace(
+        Settings(), planning=PlanningSettings(routing="pinned", qps_per_connection=QPS), profiles=(profile,)
+    )
     controller = settings.controller
     planning = PlanningProcess(
         memory_limit_mib=controller.planning_memory_limit_mib,

@@ -45,6 +45,9 @@ REPORT_SUBFLOW_SEEDS = 250_000
 """ECMP budget of each report evaluation: seeds x servers x NICs x queue pairs (REPORT_SEEDS at most, 2 at least)."""
 REPORT_SEEDS = 64
 """Most ECMP seeds per report evaluation (small jobs): their means are then close to the expectation."""
+PINNED_REPORT_SUBFLOWS = 1 << 19
+"""Queue pairs of the other collective's steps a pinned plan's report pins to simulate its bus bandwidth at most
+(halving-doubling's at 4,096 servers with one queue pair, not with four)."""
 ECMP_LOAD_SLACK = 0.02
 """Expected ECMP loads within 2 % of a baseline's count as equal when the planner checks it is no worse."""
 
@@ -107,6 +110,17 @@ def _report_seeds(network: JobNetwork, routing: Routing, qps: int) -> int:
         return 1
     subflows = network.servers * network.nics * qps * (3 if network.listed_tiers == 2 else 1)
     return int(min(REPORT_SEEDS, max(2, REPORT_SUBFLOW_SEEDS // max(subflows, 1))))
+
+
+def _other_collective_affordable(network: JobNetwork, checked: CheckedArguments) -> bool:
+    """Whether the report also simulates the collective the plan was not made for: under pinned routing that
+    means pinning its steps too, every queue pair of them (1.5 million at 4,096 servers with 4 queue pairs of
+    halving-doubling, past the planning process's memory), so only up to PINNED_REPORT_SUBFLOWS."""
+    if checked.routing != "pinned" or checked.pattern == "mixed":
+        return True
+    n = network.servers
+    steps = 1 if checked.pattern == "halving-doubling" else max(1, (n - 1).bit_length())  # the other one's
+    return n * network.nics * checked.qps * steps <= PINNED_REPORT_SUBFLOWS
 
 
 def plan_ranks(
@@ -183,6 +197,7 @@ def plan_ranks(
         qps=checked.qps,
         seeds=seeds,
         routes=routes,
+        patterns=None if _other_collective_affordable(network, checked) else (),
     )
     before_order = baseline_order("pod-index", placement, topology)
     # The pod-index order only needs the pattern's own collectives (pinning the other one is what costs);
