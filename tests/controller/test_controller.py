@@ -86,6 +86,34 @@ async def test_late_device_annotations_keep_the_table_initializing_with_a_pendin
         await assert_complete_table(h, "late", 4)
 
 
+async def test_pods_waiting_on_a_hard_network_topology_get_a_pending_event_naming_the_constraint() -> None:
+    async with running_controller() as h:
+        job = make_job("sized", 6)
+        job["spec"]["networkTopology"] = {"mode": "hard", "highestTierAllowed": 2}
+        job["metadata"]["annotations"] = {"ringroute.io/network-topology": "ringroute asked Volcano ..."}
+        await add_job(h.server, job)
+        for i in range(6):
+            await h.server.apply("pods", make_pod(job, i, None))
+        await wait_for(lambda: any("unbound" in e["message"] for e in h.events("RankTablePending")))
+        [pending] = [e for e in h.events("RankTablePending") if "unbound" in e["message"]]
+        assert pending["message"].endswith(
+            "; Volcano places this job only within one HyperNode of tier 2 or below (spec.networkTopology: mode hard, "
+            "highestTierAllowed 2) and waits until one has room for all its pods (why: annotation "
+            "ringroute.io/network-topology)"
+        )
+        assert pending["type"] == "Normal"
+
+
+async def test_pods_of_a_job_without_network_topology_get_no_such_note() -> None:
+    async with running_controller() as h:
+        job = make_job("plain", 3)
+        await add_job(h.server, job)
+        for i in range(3):
+            await h.server.apply("pods", make_pod(job, i, None))
+        await wait_for(lambda: any("unbound" in e["message"] for e in h.events("RankTablePending")))
+        assert not [e for e in h.events("RankTablePending") if "HyperNode" in e["message"]]
+
+
 async def test_minus_one_device_ips_are_never_written() -> None:
     async with running_controller() as h:
         job = make_job("bad-ip", 3)

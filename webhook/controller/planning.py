@@ -35,6 +35,7 @@ from webhook.common.kube_time import parse_time
 from webhook.common.names import (
     CREATED_BY_ANNOTATION,
     CREATED_BY_RINGROUTE,
+    NETWORK_TOPOLOGY_ANNOTATION,
     RANK_TABLE_WRITER_ANNOTATION,
     RING_LABEL,
     ROUTE_PLAN_ANNOTATION,
@@ -228,6 +229,30 @@ def pending_summary(readout: PlacementReadout, expected: int, limit: int = 6) ->
     shown = "; ".join(p.render() for p in problems[:limit])
     more = f"; and {len(problems) - limit} more" if len(problems) > limit else ""
     return f"{expected} NPU pods expected; not ready ({counts}): {shown}{more}{_other_jobs(readout)}"
+
+
+def topology_wait(job: Mapping[str, Any], readout: PlacementReadout) -> str:
+    """What Volcano waits for while the job's pods are unbound and its hard `spec.networkTopology` keeps it within
+    one HyperNode (Volcano itself only says "gang unschedulable"), for the RankTablePending event; "" otherwise."""
+    if not any(problem.kind == "unbound" for problem in readout.problems):
+        return ""
+    spec = job.get("spec")
+    topology = spec.get("networkTopology") if isinstance(spec, Mapping) else None
+    if not isinstance(topology, Mapping) or (topology.get("mode") or "hard") != "hard":
+        return ""
+    tier, name = topology.get("highestTierAllowed"), topology.get("highestTierName")
+    if isinstance(tier, int) and not isinstance(tier, bool):
+        where, field = f"tier {tier} or below", f"highestTierAllowed {tier}"
+    elif isinstance(name, str) and name:
+        where, field = f"tier {name!r} or below", f"highestTierName {name!r}"
+    else:
+        return ""
+    annotations = (job.get("metadata") or {}).get("annotations") or {}
+    why = " (why: annotation ringroute.io/network-topology)" if NETWORK_TOPOLOGY_ANNOTATION in annotations else ""
+    return (
+        f"; Volcano places this job only within one HyperNode of {where} (spec.networkTopology: mode hard, "
+        f"{field}) and waits until one has room for all its pods{why}"
+    )
 
 
 def _other_jobs(readout: PlacementReadout, limit: int = 3) -> str:
@@ -545,6 +570,7 @@ __all__ = [
     "npu_task_replicas",
     "needs_a_fix",
     "pending_summary",
+    "topology_wait",
     "placement_fingerprint",
     "plan_table",
     "PortableTopology",

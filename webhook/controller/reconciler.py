@@ -54,6 +54,7 @@ from webhook.controller.planning import (
     plan_table,
     rank_table_profile,
     read_job_placement,
+    topology_wait,
     wants_route_plan,
 )
 from webhook.controller.pod_updates import PodRef, PodUpdater, node_ttl_s, table_version
@@ -576,7 +577,7 @@ class Controller:
         memory: _JobMemory,
     ) -> None:
         written = await self._reset_to_initializing(job, profile, configmap, status)
-        message = pending_summary(readout, expected)
+        message = pending_summary(readout, expected) + topology_wait(job, readout)
         now = time.monotonic()
         if message != memory.pending_message and now - memory.pending_at >= self.pending_event_interval_s:
             memory.pending_message = message
