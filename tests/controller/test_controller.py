@@ -104,6 +104,19 @@ async def test_pods_waiting_on_a_hard_network_topology_get_a_pending_event_namin
         assert pending["type"] == "Normal"
 
 
+async def test_a_change_too_soon_after_the_last_pending_event_is_still_reported_once_one_may_be_posted() -> None:
+    # Pods created a second after their Job, then waiting for Volcano: nothing changes again, yet the Event must not
+    # stay at "found 0 of 6 NPU pods".
+    async with running_controller(pending_event_interval_s=1.0) as h:
+        job = make_job("later", 6)
+        job["spec"]["networkTopology"] = {"mode": "hard", "highestTierAllowed": 2}
+        await add_job(h.server, job)
+        await wait_for(lambda: any("found 0 of 6" in e["message"] for e in h.events("RankTablePending")))
+        for i in range(6):
+            await h.server.apply("pods", make_pod(job, i, None))
+        await wait_for(lambda: any("HyperNode of tier 2" in e["message"] for e in h.events("RankTablePending")), 5.0)
+
+
 async def test_pods_of_a_job_without_network_topology_get_no_such_note() -> None:
     async with running_controller() as h:
         job = make_job("plain", 3)

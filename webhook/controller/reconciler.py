@@ -579,12 +579,17 @@ class Controller:
         written = await self._reset_to_initializing(job, profile, configmap, status)
         message = pending_summary(readout, expected) + topology_wait(job, readout)
         now = time.monotonic()
-        if message != memory.pending_message and now - memory.pending_at >= self.pending_event_interval_s:
-            memory.pending_message = message
-            memory.pending_at = now
-            await self._event(
-                job, written, "RankTablePending", message, "Warning" if needs_a_fix(readout) else "Normal"
-            )
+        if message == memory.pending_message:
+            return
+        wait = memory.pending_at + self.pending_event_interval_s - now
+        if wait > 0:
+            # Too soon after the last Event: look again when one may be posted, or a change that comes with no
+            # later change to the job or its pods (pods created, then waiting for Volcano) is never reported.
+            self.queue.add(object_key(job), wait)
+            return
+        memory.pending_message = message
+        memory.pending_at = now
+        await self._event(job, written, "RankTablePending", message, "Warning" if needs_a_fix(readout) else "Normal")
 
     async def _reset_to_initializing(
         self, job: Obj, profile: AcceleratorProfile, configmap: Obj | None, status: str | None
