@@ -5,8 +5,8 @@ Unlike `topology_from_hypernodes`, which builds a planning topology and refuses 
 keeps going as vc-scheduler does (`pkg/scheduler/api/hyper_node_info.go`, v1.12 through v1.15): a member it
 cannot read is skipped and reported in `HyperNodeTree.problems`, a HyperNode being deleted is left out, and a
 HyperNode member is found by exact name only. A labelMatch with neither matchLabels nor matchExpressions selects
-nothing. Node members are matched with one pass over an index of the nodes' labels, so resolving thousands of
-HyperNodes over tens of thousands of nodes stays in the milliseconds for name and label selectors.
+nothing. Name and label selectors are answered from an index of the nodes' names and labels; a regexMatch
+scans every node name.
 """
 
 from __future__ import annotations

@@ -163,6 +163,8 @@ def job_demand(view: JobView) -> Demand | None:
 def holds(domain: Domain, demand: Demand) -> int:
     """How many of the job's pods the domain's nodes can take, one pod per node with at least its card count: the
     smallest pods first, each onto the smallest node that takes it (a maximum matching for thresholds)."""
+    if demand.pods[0] == demand.pods[-1]:
+        return min(len(demand.pods), usable(domain, demand))  # pods alike: every node with enough cards takes one
     groups = sorted(domain.cards.get(demand.resource, {}).items())
     index, left, placed = 0, groups[0][1] if groups else 0, 0
     for need in reversed(demand.pods):
