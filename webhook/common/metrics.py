@@ -166,7 +166,7 @@ class Metrics:
                 "prioritize steers); and jobs not planned: no_fit (the free nodes cannot hold the job, within one "
                 "domain of its hard networkTopology tier), size_unknown, no_topology (no node has topology labels), "
                 "left_to_volcano (hard networkTopology at a tier the node labels do not describe: the extender "
-                "stays out).",
+                "stays out), placed (no task of the job is pending).",
                 ["outcome"],
                 registry=r,
             ),

@@ -131,7 +131,7 @@ class JobFacts:
     """The job's PodGroup has a hard networkTopology: its tasks must share one HyperNode of this tier."""
 
 
-UnplannedReason = Literal["no_fit", "size_unknown", "no_topology", "left_to_volcano"]
+UnplannedReason = Literal["no_fit", "size_unknown", "no_topology", "left_to_volcano", "placed"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -143,7 +143,8 @@ class Unplanned:
     """no_fit: the free nodes cannot hold it (within one domain of its tier, for a hard networkTopology);
     size_unknown: no session data and no `ringroute.io/npu-pods`; no_topology: no node it knows carries topology
     labels; left_to_volcano: a hard networkTopology whose tier's domains the nodes' labels do not name, so the
-    extender stays out and Volcano places the job alone."""
+    extender stays out and Volcano places the job alone; placed: no task of the job is pending (a call about a job
+    the session's cache or earlier calls show placed)."""
     detail: str
 
 
@@ -540,7 +541,7 @@ class ExtenderState:
         else:
             return Unplanned(task.job, "size_unknown", "no session data and no ringroute.io/npu-pods on its pods")
         if need <= 0:
-            return Unplanned(task.job, "no_fit", "no task of the job is pending")
+            return Unplanned(task.job, "placed", "no task of the job is pending")
         reserved = self._reserved_elsewhere(task.job)
         free_by_leaf: dict[str, list[str]] = {}
         spine_of: dict[str, str | None] = {}

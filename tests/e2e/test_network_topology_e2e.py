@@ -1,0 +1,496 @@
+"""On real Volcano with HyperNodes (v1.12+, the kit's `up.sh --volcano=1.15`): admission asks Volcano only for the
+HyperNode tier that can hold each job and says so, refuses a tier no HyperNode can satisfy, sees a new HyperNode
+within seconds, and with the extender in vc-scheduler every job lands on the fewest leaves with its table complete.
+
+The cluster of the report is built for the test and removed afterwards: 24 Node objects `rre2e-NN` in 6 leaves of
+4 (kept Ready by this test: status heartbeats and leases; it also plays kubelet and the device plugin for pods bound
+to them), HyperNodes `rre2e-leaf-0`..`5` at tier 1 (labelMatch on the leaf label) under `rre2e-spine` at tier 2,
+and pods of other work pinned to 8 of the nodes, leaving 2, 3, 2, 4, 1, 4 free per leaf. ringroute's admission (the
+shipped webhook configurations pointed at this process and scoped to the test's namespace, with the HyperNode watch
+`ringroute serve` runs), controller and scheduler extender run in this process. The extender is added to
+vc-scheduler's configuration (the file `RINGROUTE_E2E_SCHEDULER_CONF` names, else the kit's
+`<state>/volcano/scheduler.conf` beside the kubeconfig; vc-scheduler reloads it) for the test and put back after.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import contextlib
+import copy
+import datetime as dt
+import json
+import os
+import tempfile
+import time
+import uuid
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import pytest
+from aiohttp import web
+
+from certs import ServingCertificates, generate_bundle
+from emulation.cluster import device_annotation
+from tests.support.kustomize import VARIANTS, one, render
+from webhook.admission.server import HANDLERS_KEY, admission_app
+from webhook.cli.cluster_facts import ClusterFactsWatch
+from webhook.common.metrics import Metrics
+from webhook.common.settings import ControllerSettings, ExtenderSettings, Settings
+from webhook.controller.run import run_controller
+from webhook.extender.app import ExtenderService, serve_extender
+from webhook.kube.client import CONFIGMAPS, HYPERNODES, JOBS, NODES, PODS, KubeError, KubeRepository, connect
+
+pytestmark = pytest.mark.e2e
+
+Obj = dict[str, Any]
+NPU = "huawei.com/ascend-1980"
+PREFIX = "rre2e"
+LEAF_LABEL = "volcano.sh/tor"
+FREE = (2, 3, 2, 4, 1, 4)
+MERGE = "application/merge-patch+json"
+
+
+def node_name(index: int) -> str:
+    return f"{PREFIX}-{index:02d}"
+
+
+def leaf_of(index: int) -> str:
+    return f"{PREFIX}-leaf-{index // 4}"
+
+
+def hypernode(name: str, tier: int, members: list[Obj]) -> Obj:
+    return {
+        "apiVersion": "topology.volcano.sh/v1alpha1",
+        "kind": "HyperNode",
+        "metadata": {"name": name},
+        "spec": {"tier": tier, "members": members},
+    }
+
+
+def leaf_hypernode(leaf: str) -> Obj:
+    return hypernode(leaf, 1, [{"type": "Node", "selector": {"labelMatch": {"matchLabels": {LEAF_LABEL: leaf}}}}])
+
+
+def job_manifest(name: str, namespace: str, replicas: int, topology: Obj | None = None) -> Obj:
+    template = {
+        "metadata": {"labels": {"ring-controller.cce": "ascend-1980"}},
+        "spec": {
+            "restartPolicy": "Never",
+            "containers": [
+                {
+                    "name": "train",
+                    "image": "localhost/rr-busybox:1",
+                    "command": ["sh", "-c", "sleep 3600"],
+                    "env": [{"name": "ROUTE_PLAN", "value": "true"}],
+                    "resources": {"requests": {NPU: "8"}, "limits": {NPU: "8"}},
+                }
+            ],
+        },
+    }
+    spec: Obj = {
+        "minAvailable": replicas,
+        "schedulerName": "volcano",
+        "queue": "default",
+        "tasks": [{"name": "worker", "replicas": replicas, "template": template}],
+    }
+    if topology is not None:
+        spec["networkTopology"] = topology
+    return {
+        "apiVersion": "batch.volcano.sh/v1alpha1",
+        "kind": "Job",
+        "metadata": {"name": name, "namespace": namespace, "labels": {"ring-controller.cce": "ascend-1980"}},
+        "spec": spec,
+    }
+
+
+@dataclass
+class FakeNodes:
+    """Node objects kept Ready by heartbeats, with kubelet and the device plugin played for their pods."""
+
+    repo: KubeRepository
+    names: list[str] = field(default_factory=list)
+
+    async def add(self, index: int, leaf: str | None = None) -> None:
+        name = node_name(index)
+        leaf = leaf or leaf_of(index)
+        labels = {
+            "kubernetes.io/hostname": name,
+            LEAF_LABEL: leaf,
+            "accelerator/huawei-npu": "ascend-1980",
+            # leaf and spine group as the extender reads them: the same tree as the HyperNodes
+            "volcano.sh/hypernode": leaf,
+            "volcano.sh/hypercluster": f"{PREFIX}-spine",
+        }
+        await self.repo.create_object(
+            NODES, {"apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "labels": labels}}
+        )
+        self.names.append(name)
+        await self._heartbeat(name, index)
+
+    async def _heartbeat(self, name: str, index: int) -> None:
+        now = dt.datetime.now(dt.UTC)
+        stamp = now.strftime("%Y-%m-%dT%H:%M:%SZ")
+        resources = {NPU: "8", "cpu": "192", "memory": "1536Gi", "pods": "110"}
+        status = {
+            "status": {
+                "capacity": resources,
+                "allocatable": resources,
+                "addresses": [{"type": "InternalIP", "address": f"192.168.77.{index + 10}"}],
+                "conditions": [
+                    {
+                        "type": "Ready",
+                        "status": "True",
+                        "reason": "KubeletReady",
+                        "message": "kept Ready by the e2e test",
+                        "lastHeartbeatTime": stamp,
+                        "lastTransitionTime": stamp,
+                    }
+                ],
+            }
+        }
+        await self.repo._call(
+            "patch node status", "PATCH", NODES.path(None, name) + "/status", body=status, content_type=MERGE
+        )
+        lease_path = f"/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases/{name}"
+        spec = {"holderIdentity": name, "leaseDurationSeconds": 40, "renewTime": now.strftime("%Y-%m-%dT%H:%M:%S.%fZ")}
+        if await self.repo._call("get lease", "GET", lease_path, missing_ok=True) is None:
+            body = {"metadata": {"name": name, "namespace": "kube-node-lease"}, "spec": spec}
+            await self.repo._call("create lease", "POST", lease_path.rsplit("/", 1)[0], body=body)
+        else:
+            await self.repo._call("patch lease", "PATCH", lease_path, body={"spec": spec}, content_type=MERGE)
+
+    async def run(self, stop: asyncio.Event) -> None:
+        """Heartbeats every 5 s; pods bound to these nodes get device info, then Running with an IP."""
+        last = 0.0
+        while not stop.is_set():
+            if time.monotonic() - last > 5.0:
+                last = time.monotonic()
+                for name in list(self.names):
+                    await self._heartbeat(name, int(name.rsplit("-", 1)[1]))
+            pods, _ = await self.repo.list_objects(PODS)
+            for pod in pods:
+                meta, spec = pod["metadata"], pod.get("spec") or {}
+                node = spec.get("nodeName")
+                if node not in self.names or (pod.get("status") or {}).get("phase") != "Pending":
+                    continue
+                if meta.get("deletionTimestamp"):
+                    continue
+                index = int(node.rsplit("-", 1)[1])
+                annotations = meta.get("annotations") or {}
+                if not any(k.endswith("-configuration") for k in annotations):
+                    number = {"metadata": {"annotations": device_annotation(meta["name"], f"npu-{index}")}}
+                    await self.repo.patch_object(PODS, meta["namespace"], meta["name"], number)
+                status = {
+                    "status": {
+                        "phase": "Running",
+                        "hostIP": f"192.168.77.{index + 10}",
+                        "podIP": f"10.77.{index}.{abs(hash(meta['name'])) % 200 + 2}",
+                        "conditions": [{"type": "Ready", "status": "True"}],
+                    }
+                }
+                path = PODS.path(meta["namespace"], meta["name"]) + "/status"
+                await self.repo._call("patch pod status", "PATCH", path, body=status, content_type=MERGE)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), 0.5)
+
+
+@dataclass
+class Live:
+    repo: KubeRepository
+    namespace: str
+    nodes: FakeNodes
+    facts: ClusterFactsWatch
+
+
+def scheduler_conf() -> Path | None:
+    """vc-scheduler's configuration file, when this process may edit it."""
+    named = os.environ.get("RINGROUTE_E2E_SCHEDULER_CONF")
+    path = Path(named) if named else Path(os.environ["RINGROUTE_E2E_KUBECONFIG"]).parent / "volcano" / "scheduler.conf"
+    return path if path.is_file() and os.access(path, os.W_OK) else None
+
+
+@contextlib.asynccontextmanager
+async def report_cluster() -> AsyncIterator[Live]:
+    """The report's cluster (see the module docstring) in a fresh namespace, with ringroute's admission, controller
+    and HyperNode watch running; everything undone on exit."""
+    api = await connect(os.environ["RINGROUTE_E2E_KUBECONFIG"])
+    assert api is not None
+    repo = KubeRepository(api, Metrics(), request_timeout_s=10.0)
+    if not await repo.has_resource(HYPERNODES):
+        await repo.close()
+        pytest.skip("the cluster serves no HyperNodes: needs Volcano 1.12+ (the kit's up.sh --volcano=1.15)")
+    namespace = f"{PREFIX}-{uuid.uuid4().hex[:6]}"
+    nodes = FakeNodes(repo)
+    hypernodes: list[str] = []
+    stop = asyncio.Event()
+    tasks: list[asyncio.Task[Any]] = []
+    try:
+        await repo._call("create namespaces", "POST", "/api/v1/namespaces", body={"metadata": {"name": namespace}})
+        for index in range(24):
+            await nodes.add(index)
+        tasks.append(asyncio.create_task(nodes.run(stop)))
+        for leaf in range(6):
+            hypernodes.append(f"{PREFIX}-leaf-{leaf}")
+            await repo.create_object(HYPERNODES, leaf_hypernode(f"{PREFIX}-leaf-{leaf}"))
+        members = [{"type": "HyperNode", "selector": {"exactMatch": {"name": name}}} for name in hypernodes]
+        hypernodes.append(f"{PREFIX}-spine")
+        await repo.create_object(HYPERNODES, hypernode(f"{PREFIX}-spine", 2, members))
+        for leaf, free in enumerate(FREE):
+            for slot in range(4 - free):
+                node = node_name(leaf * 4 + slot)
+                filler = {
+                    "apiVersion": "v1",
+                    "kind": "Pod",
+                    "metadata": {"name": f"other-{node}", "namespace": namespace},
+                    "spec": {
+                        "nodeName": node,
+                        "containers": [
+                            {
+                                "name": "other",
+                                "image": "localhost/rr-busybox:1",
+                                "resources": {"requests": {NPU: "8"}, "limits": {NPU: "8"}},
+                            }
+                        ],
+                    },
+                }
+                await repo.create_object(PODS, filler)
+        for _ in range(100):  # pods need the namespace's ServiceAccount, which kube-controller-manager makes
+            if await repo._call(
+                "get", "GET", f"/api/v1/namespaces/{namespace}/serviceaccounts/default", missing_ok=True
+            ):
+                break
+            await asyncio.sleep(0.1)
+        settings = msgspec.structs.replace(
+            Settings(), controller=ControllerSettings(namespaces=(namespace,), lease_namespace=namespace)
+        )
+        metrics = Metrics()
+        tasks.append(
+            asyncio.create_task(
+                run_controller(settings, KubeRepository(repo.api, metrics), metrics, identity="e2e", stop=stop)
+            )
+        )
+        async with admission(repo, settings, namespace) as watch:
+            yield Live(repo, namespace, nodes, watch)
+    finally:
+        stop.set()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        await clean_up(repo, namespace, hypernodes, nodes.names)
+
+
+async def clean_up(repo: KubeRepository, namespace: str, hypernodes: list[str], nodes: list[str]) -> None:
+    """Jobs first, then their pods (nothing runs them: deleted at once) until none is left, so Volcano's cache holds
+    nothing of this run when the next starts; then the HyperNodes, the nodes and the namespace."""
+    jobs, _ = await repo.list_objects(JOBS, namespace)
+    for job in jobs:
+        with contextlib.suppress(KubeError):
+            await repo.delete_object(JOBS, namespace, job["metadata"]["name"])
+    deadline = time.monotonic() + 60.0
+    while time.monotonic() < deadline:
+        pods, _ = await repo.list_objects(PODS, namespace)
+        if not pods:
+            break
+        for pod in pods:
+            path = PODS.path(namespace, pod["metadata"]["name"])
+            with contextlib.suppress(KubeError):
+                await repo._call("delete pod", "DELETE", path, query={"gracePeriodSeconds": 0}, missing_ok=True)
+        await asyncio.sleep(0.5)
+    for name in hypernodes:
+        with contextlib.suppress(KubeError):
+            await repo.delete_object(HYPERNODES, None, name)
+    for name in nodes:
+        with contextlib.suppress(KubeError):
+            await repo.delete_object(NODES, None, name)
+    await repo._call("delete namespaces", "DELETE", f"/api/v1/namespaces/{namespace}", missing_ok=True)
+    while time.monotonic() < deadline:
+        if await repo._call("get namespace", "GET", f"/api/v1/namespaces/{namespace}", missing_ok=True) is None:
+            break
+        await asyncio.sleep(0.5)
+    await repo.close()
+
+
+@contextlib.asynccontextmanager
+async def admission(repo: KubeRepository, settings: Settings, namespace: str) -> AsyncIterator[ClusterFactsWatch]:
+    """ringroute's admission over TLS on loopback with the HyperNode watch `ringroute serve` runs, registered with
+    the shipped webhook configurations (renamed, pointed at this server, for the test's namespace only)."""
+    with tempfile.TemporaryDirectory() as cert_dir:
+        bundle = generate_bundle("ringroute-webhook", "ringroute-system", Path(cert_dir), extra_names=("127.0.0.1",))
+        certificates = ServingCertificates(Path(cert_dir))
+        app = admission_app(settings, Metrics(), certificates=certificates)
+        handlers = app[HANDLERS_KEY]
+
+        def publish(facts: Any) -> None:
+            handlers.cluster_facts = facts
+
+        watch = ClusterFactsWatch(repo, settings, publish)
+        stop = asyncio.Event()
+        watcher = asyncio.create_task(watch.run(stop))
+        await asyncio.wait_for(watch.synced.wait(), 30)
+        runner = web.AppRunner(app)
+        await runner.setup()
+        site = web.TCPSite(runner, "127.0.0.1", 0, ssl_context=certificates.ssl_context())
+        await site.start()
+        port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+        created: list[str] = []
+        try:
+            for kind, plural in (
+                ("MutatingWebhookConfiguration", "mutatingwebhookconfigurations"),
+                ("ValidatingWebhookConfiguration", "validatingwebhookconfigurations"),
+            ):
+                configuration = copy.deepcopy(one(render(VARIANTS["base"]), kind, "ringroute"))
+                configuration["metadata"]["name"] = f"ringroute-{namespace}"
+                configuration["metadata"]["labels"]["app.kubernetes.io/version"] = "e2e"
+                for hook in configuration["webhooks"]:
+                    path = hook["clientConfig"]["service"]["path"]
+                    hook["clientConfig"] = {
+                        "url": f"https://127.0.0.1:{port}{path}",
+                        "caBundle": base64.b64encode(bundle.ca_cert_pem).decode(),
+                    }
+                    hook["namespaceSelector"] = {
+                        "matchExpressions": [
+                            {"key": "kubernetes.io/metadata.name", "operator": "In", "values": [namespace]}
+                        ]
+                    }
+                base = f"/apis/admissionregistration.k8s.io/v1/{plural}"
+                await repo._call(f"create {plural}", "POST", base, body=configuration)
+                created.append(f"{base}/{configuration['metadata']['name']}")
+            yield watch
+        finally:
+            for path in created:
+                await repo._call("delete webhook configuration", "DELETE", path, missing_ok=True)
+            stop.set()
+            await asyncio.gather(watcher, return_exceptions=True)
+            await runner.cleanup()
+
+
+@contextlib.asynccontextmanager
+async def extender_in_scheduler(conf: Path) -> AsyncIterator[Metrics]:
+    """ringroute's extender served here and added to vc-scheduler's configuration (restored on exit)."""
+    metrics = Metrics()
+    service = ExtenderService(Settings(extender=ExtenderSettings(listen="127.0.0.1:0")), metrics)
+    server = await serve_extender(service, "127.0.0.1", 0)
+    original = await asyncio.to_thread(conf.read_text)
+    plugin = (
+        "  - name: extender\n"
+        "    arguments:\n"
+        f"      extender.urlPrefix: http://127.0.0.1:{server.port}/extender\n"
+        "      extender.httpTimeout: 1s\n"
+        "      extender.onSessionOpenVerb: onSessionOpen\n"
+        "      extender.onSessionCloseVerb: onSessionClose\n"
+        "      extender.predicateVerb: predicate\n"
+        "      extender.prioritizeVerb: prioritize\n"
+        "      extender.allocateFuncVerb: allocate\n"
+        "      extender.deallocateFuncVerb: deallocate\n"
+        "      extender.ignorable: true\n"
+    )
+    try:
+        await asyncio.to_thread(conf.write_text, original.rstrip("\n") + "\n" + plugin)
+        for _ in range(100):  # vc-scheduler reloads the file: wait for its first call
+            if metrics.registry.get_sample_value(
+                "ringroute_extender_requests_total", {"verb": "onSessionOpen", "outcome": "ok"}
+            ):
+                break
+            await asyncio.sleep(0.1)
+        yield metrics
+    finally:
+        await asyncio.to_thread(conf.write_text, original)
+        await server.close(grace_s=1.0)
+
+
+async def dry_run_warnings(repo: KubeRepository, job: Obj) -> list[str]:
+    """The `Warning:` lines the API server returns for a dry-run create (what kubectl prints)."""
+    response = await repo._open(
+        "create jobs", "POST", JOBS.path(job["metadata"]["namespace"]), query={"dryRun": "All"}, body=job
+    )
+    try:
+        assert response.status == 201, await response.text()
+        return [value.split(" ", 2)[2].strip('"') for value in response.headers.getall("Warning", [])]
+    finally:
+        response.release()
+
+
+async def placed_leaves(
+    repo: KubeRepository, namespace: str, job: str, size: int, timeout_s: float = 60.0
+) -> list[str]:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        pods, _ = await repo.list_objects(PODS, namespace, label_selector=f"volcano.sh/job-name={job}")
+        bound = [p["spec"]["nodeName"] for p in pods if (p.get("spec") or {}).get("nodeName")]
+        if len(bound) == size:
+            return sorted({leaf_of(int(node.rsplit("-", 1)[1])) for node in bound})
+        await asyncio.sleep(0.5)
+    raise AssertionError(f"job {namespace}/{job}: not all {size} pods bound within {timeout_s} s")
+
+
+async def completed_table(repo: KubeRepository, namespace: str, job: str, timeout_s: float = 60.0) -> Obj:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        configmap = await repo.get_object(CONFIGMAPS, namespace, f"configmap1980-{job}")
+        table: Obj = json.loads(((configmap or {}).get("data") or {}).get("jobstart_hccl.json", "{}"))
+        if table.get("status") == "completed":
+            return table
+        await asyncio.sleep(0.5)
+    raise AssertionError(f"rank table of {namespace}/{job} not completed within {timeout_s} s")
+
+
+async def test_admission_sizes_refuses_and_sees_a_new_hypernode_within_seconds() -> None:
+    async with report_cluster() as live:
+        repo, namespace = live.repo, live.namespace
+        [warning] = [
+            w for w in await dry_run_warnings(repo, job_manifest("llm", namespace, 6)) if "networkTopology" in w
+        ]
+        assert warning.startswith(
+            "spec.networkTopology: ringroute asked Volcano to keep this job within one tier-2 HyperNode (mode hard, "
+            f"highestTierAllowed 2): the largest tier-1 HyperNode, {PREFIX}-leaf-0, holds 4 of the 6 nodes"
+        )
+        with pytest.raises(KubeError) as refused:
+            await repo.create_object(
+                JOBS, job_manifest("leaf", namespace, 6, {"mode": "hard", "highestTierAllowed": 1})
+            )
+        assert refused.value.status == 422
+        assert f"largest: tier 1 {PREFIX}-leaf-0 4 nodes, tier 2 {PREFIX}-spine 24 nodes" in str(refused.value)
+        # A leaf of 8 nodes appears: the next 6-pod job fits one leaf.
+        for index in range(24, 32):
+            await live.nodes.add(index, f"{PREFIX}-leaf-6")
+        created = time.monotonic()
+        await repo.create_object(HYPERNODES, leaf_hypernode(f"{PREFIX}-leaf-6"))
+        try:
+            while True:
+                warnings = await dry_run_warnings(repo, job_manifest("llm", namespace, 6))
+                if any("within one tier-1 HyperNode" in w for w in warnings):
+                    break
+                assert time.monotonic() - created < 10.0, warnings
+                await asyncio.sleep(0.2)
+            print(
+                json.dumps({"e2e": "new-hypernode-seen-by-admission", "seconds": round(time.monotonic() - created, 2)})
+            )
+        finally:
+            await repo.delete_object(HYPERNODES, None, f"{PREFIX}-leaf-6")
+
+
+async def test_with_the_extender_jobs_land_on_the_fewest_leaves_and_their_tables_complete() -> None:
+    conf = scheduler_conf()
+    if conf is None:
+        pytest.skip("vc-scheduler's configuration is not writable here: set RINGROUTE_E2E_SCHEDULER_CONF")
+    async with report_cluster() as live, extender_in_scheduler(conf) as metrics:
+        repo, namespace = live.repo, live.namespace
+        job = await repo.create_object(JOBS, job_manifest("llm", namespace, 6))
+        assert job["spec"]["networkTopology"] == {"mode": "hard", "highestTierAllowed": 2}
+        leaves = await placed_leaves(repo, namespace, "llm", 6)
+        assert len(leaves) == 2, leaves  # 2/3/2/4/1/4 free: 4 + 2 is the fewest
+        table = await completed_table(repo, namespace, "llm")
+        assert table["server_count"] == "6"
+        job = await repo.create_object(JOBS, job_manifest("bert", namespace, 4))
+        assert job["spec"]["networkTopology"] == {"mode": "hard", "highestTierAllowed": 1}
+        assert len(await placed_leaves(repo, namespace, "bert", 4)) == 1
+        await completed_table(repo, namespace, "bert")
+        plans = {
+            outcome: metrics.registry.get_sample_value("ringroute_extender_gang_plans_total", {"outcome": outcome})
+            for outcome in ("enforced", "no_fit", "left_to_volcano")
+        }
+        print(json.dumps({"e2e": "network-topology-leaves", "llm": leaves, "plans": plans}))
+        assert plans["enforced"]
+        assert not plans["left_to_volcano"]
