@@ -21,7 +21,7 @@ import argparse
 import json
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +33,7 @@ sys.path.insert(0, str(ROOT))
 from bench._common import emit, peak_rss_mb  # noqa: E402
 from planner import (  # noqa: E402
     CalibrationResult,
+    HashFunction,
     HashModel,
     HashSample,
     HashSpec,
@@ -88,9 +89,11 @@ def multiplicative(members: int) -> Answer:
     return answer
 
 
-def sample_lines(switches: dict[str, Answer], count: int, rng: np.random.Generator) -> list[str]:
+def sample_lines(switches: Iterable[tuple[str, Answer]], count: int, rng: np.random.Generator) -> list[str]:
+    """The samples file of the switches (made one switch at a time, so no switch's reference hash outlives its
+    lines and the peak memory is calibration's)."""
     lines: list[str] = []
-    for name, answer in switches.items():
+    for name, answer in switches:
         tuples = random_tuples(rng, count)
         hops = answer(tuples)
         for s, d, p, hop in zip(*tuples, hops, strict=True):
@@ -114,9 +117,14 @@ def statuses(result: CalibrationResult) -> dict[str, int]:
 
 
 def run(
-    case: str, switches: dict[str, Answer], count: int, rng: np.random.Generator, declared_model: HashModel | None
+    case: str,
+    switches: Iterable[tuple[str, Answer]],
+    count: int,
+    rng: np.random.Generator,
+    declared_model: HashModel | None,
 ) -> dict[str, Any]:
     lines = sample_lines(switches, count, rng)
+    switch_count = len({json.loads(line)["switch"] for line in lines})
     started = time.perf_counter()
     samples = read_hash_samples(lines)
     read_s = time.perf_counter() - started
@@ -130,12 +138,12 @@ def run(
     needed = [c.samples_needed for c in result.switches.values() if c.samples_needed is not None and c.success]
     record = {
         "case": case,
-        "switches": len(switches),
+        "switches": switch_count,
         "samples_per_switch": count,
         "samples": len(samples),
         "read_samples_s": read_s,
         "calibrate_s": calibrate_s,
-        "calibrate_ms_per_switch": 1000 * calibrate_s / len(switches),
+        "calibrate_ms_per_switch": 1000 * calibrate_s / switch_count,
         "model_file_bytes": len(text.encode()),
         "model_dump_load_s": model_s,
         "model_round_trip_equal": loaded == result.model,
@@ -187,29 +195,27 @@ def main(argv: Sequence[str] | None = None) -> int:
     rng = np.random.default_rng(args.seed)
     started = time.perf_counter()
 
-    learn = {f"leaf-{i}": affine(rng, 2) for i in range(args.switches)}
+    learn = ((f"leaf-{i}", affine(rng, 2)) for i in range(args.switches))
     learned = run("learn", learn, args.samples, rng, None)
     emit(learned)
 
     members = 6
-    fits: dict[str, Answer] = {}
-    for i in range(args.switches):
+
+    def secret(function: HashFunction, bits: tuple[int, int] | None) -> Answer:
         order = tuple(f"spine-{j}" for j in rng.permutation(members))
-        spec = HashSpec("crc32", seed=int(rng.integers(0, 1 << 32)), bits=(0, 16), bucket="modulo", members=order)
-        fits[f"leaf-{i}"] = declared(spec, members)
+        seed = int(rng.integers(0, 1 << 16))
+        return declared(HashSpec(function, seed=seed, bits=bits, bucket="modulo", members=order), members)
+
+    fits = ((f"leaf-{i}", secret("crc32", (0, 16))) for i in range(args.switches))
     model = HashModel(tiers={"leaf": SwitchHash(HashSpec("crc32", bits=(0, 16), bucket="modulo"))})
     fitted = run("fit-declared", fits, args.samples, rng, model)
     emit(fitted)
 
-    family: dict[str, Answer] = {}
-    for i in range(100):
-        order = tuple(f"spine-{j}" for j in rng.permutation(members))
-        spec = HashSpec("crc16-ccitt", seed=int(rng.integers(0, 1 << 16)), bucket="modulo", members=order)
-        family[f"leaf-{i}"] = declared(spec, members)
+    family = ((f"leaf-{i}", secret("crc16-ccitt", None)) for i in range(100))
     searched = run("family", family, args.samples, rng, None)
     emit(searched)
 
-    refused = run("refuse", {f"leaf-{i}": multiplicative(4) for i in range(100)}, args.samples, rng, None)
+    refused = run("refuse", ((f"leaf-{i}", multiplicative(4)) for i in range(100)), args.samples, rng, None)
     emit(refused)
 
     needed = [needed_case(rng, hops, 50) for hops in (2, 4, 8, 16, 32)]

@@ -46,7 +46,7 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
     "planner.io._hypernode_tree": ("HyperNodeInfo", "HyperNodeTree", "hypernode_tree"),
     "planner.io._quantity": ("MAX_EXPONENT", "MAX_QUANTITY_CHARS", "read_quantity"),
     "planner.io._hash_model_file": ("dump_hash_model", "hash_model_document", "load_hash_model", "read_hash_model"),
-    "planner.io._hash_samples": ("MAX_SAMPLES", "dump_hash_probes", "read_hash_samples"),
+    "planner.io._hash_samples": ("MAX_SAMPLES", "MAX_SAMPLE_LINE_CHARS", "dump_hash_probes", "read_hash_samples"),
     "planner.io._kube_objects": ("load_kube_objects",),
     "planner.io._placement": ("placement_from_pods", "read_placement"),
     "planner.io._placement_types": ("PlacementProblem", "PlacementReadout", "render_placement_problems"),
@@ -94,6 +94,7 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
         "HoldoutCheck",
         "SwitchCalibration",
         "calibrate_hash_model",
+        "describe_switch_hash",
         "samples_to_learn",
     ),
     "planner.sim._colouring": ("edge_colouring",),
@@ -166,7 +167,7 @@ if TYPE_CHECKING:
     from planner.core._steer import SteeringResult, steer_source_ports
     from planner.io._device_annotations import DEFAULT_ANNOTATION_KEYS
     from planner.io._hash_model_file import dump_hash_model, hash_model_document, load_hash_model, read_hash_model
-    from planner.io._hash_samples import MAX_SAMPLES, dump_hash_probes, read_hash_samples
+    from planner.io._hash_samples import MAX_SAMPLE_LINE_CHARS, MAX_SAMPLES, dump_hash_probes, read_hash_samples
     from planner.io._hypernode_tree import HyperNodeInfo, HyperNodeTree, hypernode_tree
     from planner.io._kube_objects import load_kube_objects
     from planner.io._placement import placement_from_pods, read_placement
@@ -211,6 +212,7 @@ if TYPE_CHECKING:
         HoldoutCheck,
         SwitchCalibration,
         calibrate_hash_model,
+        describe_switch_hash,
         samples_to_learn,
     )
     from planner.sim._colouring import edge_colouring
@@ -325,6 +327,7 @@ __all__ = [
     "SwitchProbes",
     "address_pool",
     "calibrate_hash_model",
+    "describe_switch_hash",
     "fabric_switches",
     "probe_tuples",
     "samples_to_learn",
@@ -345,6 +348,7 @@ __all__ = [
     "build_rank_table",
     "check_fabric",
     "MAX_SAMPLES",
+    "MAX_SAMPLE_LINE_CHARS",
     "dump_hash_model",
     "dump_hash_probes",
     "hash_model_document",

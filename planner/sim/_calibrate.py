@@ -213,6 +213,20 @@ def name_order(name: str) -> tuple[tuple[int, str], ...]:
     )
 
 
+def describe_switch_hash(switch: SwitchHash) -> str:
+    """A switch hash in words, with where it came from: `crc32c, modulo over 3, seed 0x1234 (fitted from 120
+    samples)`, `learned: 2 parity checks on a 78-dimensional span, 4 of 4 values known (from 120 samples)`."""
+    spec = switch.hash
+    origin = switch.source + (f" from {switch.samples} samples" if switch.samples else "")
+    if isinstance(spec, HashSpec):
+        return f"{describe_spec(spec)} ({origin})"
+    known = sum(hop is not None for hop in spec.table)
+    return (
+        f"learned: {len(spec.rows)} parity checks on a {KEY_BITS - len(spec.checks)}-dimensional span, {known} of "
+        f"{len(spec.table)} values known ({origin})"
+    )
+
+
 # -- one switch's samples -----------------------------------------------------------------------------------------
 
 
@@ -959,6 +973,7 @@ __all__ = [
     "SwitchCalibration",
     "calibrate_hash_model",
     "describe_spec",
+    "describe_switch_hash",
     "family_candidates",
     "samples_to_learn",
     "tests_to_trust",

@@ -12,7 +12,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from webhook.cli import certs, extender, plan, serve, simulate_scheduling
+from webhook.cli import certs, extender, fabric, plan, serve, simulate_scheduling
 from webhook.cli.errors import CommandError, one_line, printable
 from webhook.cli.parser import RingrouteParser
 
@@ -25,6 +25,7 @@ _COMMAND_MODULES = (
     certs,  # certs generate
     plan,  # plan, simulate, topology generate
     simulate_scheduling,  # simulate-scheduling
+    fabric,  # fabric calibrate, fabric show
 )
 
 
