@@ -229,8 +229,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         "family_all_complete": searched["statuses"] == {"complete": 100},
         "refuse_all_refused": refused["statuses"] == {"refused": 100},
         "round_trips_equal": all(r["model_round_trip_equal"] for r in (learned, fitted, searched, refused)),
-        # the estimate aims at 95 % (every next hop seen m (ln m + 3) samples in); 50 switches a row leave noise
-        "needed_within_estimate_90": all(r["share_within_estimate"] >= 0.9 for r in needed),
+        # the estimate aims at 99 % (every next hop seen m (ln m + 5) samples in); 50 switches a row leave noise
+        "needed_within_estimate_95": all(r["share_within_estimate"] >= 0.95 for r in needed),
     }
     emit(
         {

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from planner import HashSample, HashSpec, SwitchHash, compile_switch_hash
+from planner import HashSample, HashSpec, SwitchHash, compile_switch_hash, tier_of_switch_name
 from planner._hash_model import key_int
 from planner.sim._gf2 import parity
 
@@ -71,12 +71,14 @@ def random_tuples(rng: np.random.Generator, count: int, *, bits: int = 32) -> li
 
 
 def samples(switch: str, hop: Hop, tuples: Sequence[tuple[int, int, int]], *, first_line: int = 1) -> list[HashSample]:
-    """The switch's answers for `tuples`, one sample a line (duplicates dropped, as the samples reader does)."""
+    """The switch's answers for `tuples`, one sample a line (duplicates dropped, as the samples reader does); a
+    spine's (`<pod>/spine-<j>`) next hops are cores."""
+    prefix = "core-" if tier_of_switch_name(switch) == "spine" else "spine-"
     out: list[HashSample] = []
     seen: set[tuple[int, int, int]] = set()
     for number, (src, dst, sport) in enumerate(tuples, start=first_line):
         if (src, dst, sport) in seen:
             continue
         seen.add((src, dst, sport))
-        out.append(HashSample(switch, src, dst, sport, f"spine-{hop(src, dst, sport)}", line=number))
+        out.append(HashSample(switch, src, dst, sport, f"{prefix}{hop(src, dst, sport)}", line=number))
     return out
