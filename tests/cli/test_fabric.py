@@ -122,7 +122,7 @@ def test_probes_go_to_stdout_and_the_summary_to_the_log(
 ) -> None:
     caplog.set_level(logging.INFO, logger="ringroute")
     argv = ["fabric", "calibrate", "--print-probes", "--switch", "pod-1/spine-0", "--addresses", "192.168.0.0/24",
-            "--ports", "50000-50015", "--seed", "3"]  # fmt: skip
+            "--source-ports", "50000-50015", "--seed", "3"]  # fmt: skip
     assert main(argv) == 0
     captured = capsys.readouterr()
     records = [json.loads(line) for line in captured.out.splitlines()]
@@ -262,7 +262,10 @@ def test_unreadable_paths_are_one_line(tmp_path: Path, capsys: pytest.CaptureFix
         (["--print-probes", "--switch", "leaf-0"], "addresses: give --pods FILE (the job's NICs, under each switch)"),
         (["--print-probes", "--addresses", "10.0.0.0/8"], "switches: give --topology FILE or --nodes FILE"),
         (["--print-probes", "--switch", "a", "--addresses", "fd00::/8"], "--addresses fd00::/8: IPv6; "),
-        (["--print-probes", "--switch", "a", "--addresses", "10.0.0.0/8", "--ports", "9-x"], "--ports 9-x: give a"),
+        (
+            ["--print-probes", "--switch", "a", "--addresses", "10.0.0.0/8", "--source-ports", "9-x"],
+            "--source-ports 9-x: give",
+        ),
         (
             ["--print-probes", "--topology", str(TOPOLOGY), "--switch", "leaf-7", "--addresses", "10.0.0.0/8"],
             "--switch leaf-7: not a switch of the topology (4 switches)",

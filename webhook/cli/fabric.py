@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
 from webhook.cli.errors import CommandError, one_line, printable
-from webhook.cli.inputs import MAX_INPUT_CHARS, read_from, read_settings, read_text
+from webhook.cli.inputs import MAX_INPUT_CHARS, read_from, read_settings, read_text, source_ports
 from webhook.cli.outputs import replace_file, staged_file
 
 if TYPE_CHECKING:
@@ -103,10 +103,9 @@ def register(subparsers: Any) -> None:
         help="probe sources and destinations from these networks (repeatable) instead of a job's NICs",
     )
     probes.add_argument(
-        "--ports",
-        default="49152-65535",
-        metavar="LO-HI",
-        help="source ports steering picks from (default: 49152-65535)",
+        "--source-ports",
+        metavar="FIRST-LAST",
+        help="the source ports steering picks from (default: the settings' planning.sourcePorts, 49152-65535)",
     )
     probes.add_argument("--seed", type=int, default=0, metavar="S", help="seed of the probes (default: 0)")
     probes.add_argument(
@@ -229,19 +228,6 @@ def _hash_model(path: Path) -> HashModel:
 
     text = read_text(path, "--hash-model")
     return read_from(f"--hash-model {path}", lambda: load_hash_model(text), MODEL_HINT)
-
-
-def _ports(text: str) -> tuple[int, int]:
-    low, dash, high = text.partition("-")
-    if not dash or not low.strip().isascii() or not high.strip().isascii():
-        raise CommandError(f"--ports {text}: give a range LO-HI such as 49152-65535")
-    try:
-        first, last = int(low), int(high)
-    except ValueError:
-        raise CommandError(f"--ports {text}: give a range LO-HI such as 49152-65535") from None
-    if not 1 <= first <= last <= 65535:
-        raise CommandError(f"--ports {text}: a range within 1-65535, low first")
-    return first, last
 
 
 # -- calibrate -----------------------------------------------------------------------------------------------------
@@ -380,8 +366,8 @@ def _print_probes(args: argparse.Namespace) -> int:
             raise CommandError(f"--{flag.replace('_', '-')}: does not apply with --print-probes")
     if args.count is not None and args.count < 1:
         raise CommandError(f"--count {args.count}: must be at least 1")
-    ports = _ports(args.ports)
     settings = read_settings(args.settings, "--settings")
+    ports = source_ports(args, settings)
     topology = _topology(args, settings)
     switches = _switches(topology)
     pools = _probe_pools(args, settings, topology, switches)

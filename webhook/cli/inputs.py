@@ -7,6 +7,7 @@ kubectl prints can still make them raise something else; here that, too, becomes
 
 from __future__ import annotations
 
+import argparse
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
@@ -65,6 +66,19 @@ def read_settings(path: Path | None, flag: str) -> Settings:
         raise unreadable(f"{flag} {path}", exc, "pass a ringroute settings file (YAML)") from None
 
 
+def source_ports(args: argparse.Namespace, settings: Settings) -> tuple[int, int]:
+    """--source-ports FIRST-LAST (plan, simulate, fabric calibrate), else the settings' planning.sourcePorts."""
+    text: str | None = getattr(args, "source_ports", None)
+    if text is None:
+        return settings.planning.source_ports
+    first, dash, last = text.partition("-")
+    if not dash or not (first.isascii() and first.isdigit() and last.isascii() and last.isdigit()):
+        raise CommandError(f"--source-ports {text}: give FIRST-LAST, e.g. 49152-65535")
+    if len(first) > 5 or len(last) > 5 or not 1 <= int(first) <= int(last) <= 65535:
+        raise CommandError(f"--source-ports {text}: a range within 1-65535, first <= last")
+    return int(first), int(last)
+
+
 def settings_error(exc: SettingsError, flag: str) -> CommandError:
     """Every problem of a refused settings file: a first line naming `flag` and the file, then one line each."""
     from webhook.common.settings import SettingsError
@@ -73,4 +87,12 @@ def settings_error(exc: SettingsError, flag: str) -> CommandError:
     return CommandError(f"{flag} {flat}")
 
 
-__all__ = ["KUBECTL_HINT", "MAX_INPUT_CHARS", "read_from", "read_settings", "read_text", "settings_error"]
+__all__ = [
+    "KUBECTL_HINT",
+    "MAX_INPUT_CHARS",
+    "read_from",
+    "read_settings",
+    "read_text",
+    "settings_error",
+    "source_ports",
+]

@@ -27,7 +27,7 @@ from planner import (
 )
 from webhook.cli import live, plan_budget
 from webhook.cli.errors import CommandError
-from webhook.cli.inputs import read_from, read_settings, read_text
+from webhook.cli.inputs import read_from, read_settings, read_text, source_ports
 from webhook.common.names import RING_LABEL
 from webhook.common.settings import AcceleratorProfile, Settings
 
@@ -76,19 +76,6 @@ def _hash_model(args: argparse.Namespace, settings: Settings) -> HashModel | Non
     return read_from(
         f"--hash-model {path}", lambda: load_hash_model(text), "pass a file ringroute fabric calibrate wrote"
     )
-
-
-def _source_ports(args: argparse.Namespace, settings: Settings) -> tuple[int, int]:
-    """--source-ports FIRST-LAST, else the settings' planning.sourcePorts."""
-    text: str | None = getattr(args, "source_ports", None)
-    if text is None:
-        return settings.planning.source_ports
-    first, dash, last = text.partition("-")
-    if not dash or not (first.isascii() and first.isdigit() and last.isascii() and last.isdigit()):
-        raise CommandError(f"--source-ports {text}: give FIRST-LAST, e.g. 49152-65535")
-    if len(first) > 5 or len(last) > 5 or not 1 <= int(first) <= int(last) <= 65535:
-        raise CommandError(f"--source-ports {text}: a range within 1-65535, first <= last")
-    return int(first), int(last)
 
 
 def _ring_label(pod: Mapping[str, Any]) -> str | None:
@@ -225,7 +212,7 @@ class PlanCase:
         if not 0 < self.time_limit < math.inf:  # also refuses nan
             raise CommandError(f"--time-limit {self.time_limit}: must be a positive number of seconds")
         self.hash_model = _hash_model(args, self.settings)
-        self.source_ports = _source_ports(args, self.settings)
+        self.source_ports = source_ports(args, self.settings)
 
     def budgeted(self, args: argparse.Namespace) -> GradedPlan:
         """The plan within the budget of --memory-limit and --planning-timeout (`webhook.cli.plan_budget`)."""
