@@ -10,10 +10,12 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from html import escape
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
 
+from webhook.cli.outputs import replace_file
 from webhook.cli.plan_view import AFTER, BEFORE, PlanView
 
 if TYPE_CHECKING:
@@ -59,6 +61,11 @@ def _colour(load: float) -> str:
 
 
 # -- the page ----------------------------------------------------------------------------------------------------
+
+
+def write_html(path: Path, view: PlanView) -> None:
+    """Write the page (`render_page`) to `path` atomically."""
+    replace_file(path, render_page(view), flag="--html")
 
 
 def render_page(view: PlanView) -> str:

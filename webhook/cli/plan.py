@@ -29,7 +29,7 @@ from webhook.cli import live, plan_budget
 from webhook.cli.errors import CommandError
 from webhook.cli.outputs import replace_directory, replace_file
 from webhook.cli.plan_case import PlanCase, guarded
-from webhook.cli.plan_view import PlanView, check_target, plan_view, summary_lines, write_html, write_plot
+from webhook.cli.plan_view import PlanView, check_target, plan_view, summary_lines, write_plot
 from webhook.common.names import HYPERCLUSTER_LABEL, HYPERNODE_LABEL, RING_LABEL, TOR_LABEL
 from webhook.common.settings import PlanningSettings
 
@@ -325,6 +325,8 @@ def run_plan(args: argparse.Namespace) -> int:
         log.warning("--html %s: not written: %s has no simulated metrics to show", args.html, plan.level)
     write_atomically(out_dir, files)
     if view is not None:
+        from webhook.cli.html_report import write_html  # the page's drawing (numpy) loads only when one is asked for
+
         write_html(args.html, view)
     routing = result.routing if result is not None else case.routing
     print(
@@ -447,6 +449,8 @@ def run_simulate(args: argparse.Namespace) -> int:
         if args.plot is not None:
             write_plot(args.plot, view)
         if args.html is not None:
+            from webhook.cli.html_report import write_html
+
             write_html(args.html, view)
     summary = {
         "job": case.placement.job_name,

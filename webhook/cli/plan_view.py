@@ -1,7 +1,8 @@
 """What `ringroute plan` and `simulate` show of one plan: the printed summary, the --plot image and the --html page.
 
 All three read one `PlanView`: the pod-index order and ringroute's order, their evaluations (the plan report's
-numbers) and every link's load under the same seeds, so each shows the same value of each metric.
+numbers) and every link's load under the same seeds, so each shows the same value of each metric. The page is drawn
+and written by `html_report`, which builds on this module (never the other way round).
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from webhook.cli.errors import CommandError, one_line
-from webhook.cli.outputs import replace_file, staged_file
+from webhook.cli.outputs import staged_file
 
 if TYPE_CHECKING:
     from planner import JobNetwork, LinkLoads, OrderEvaluation, Placement, RoutePlan, SteeringResult, Topology
@@ -125,10 +126,3 @@ def write_plot(path: Path, view: PlanView) -> None:
         raise CommandError(f"--plot {path}: {exc}") from None
     except ValueError as exc:  # matplotlib: an image format it does not know
         raise CommandError(f"--plot {path}: {one_line(str(exc))}; give a .png, .svg or .pdf file name") from None
-
-
-def write_html(path: Path, view: PlanView) -> None:
-    """Write the page (`html_report.render_page`) to `path` atomically."""
-    from webhook.cli.html_report import render_page
-
-    replace_file(path, render_page(view), flag="--html")
