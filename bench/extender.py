@@ -4,7 +4,7 @@ admission latency while the extender is loaded, and placements under the emulate
 Prints JSON lines (`python bench/extender.py [--sizes 1000,5000,10000] [--calls 25] [--quick]`):
 - `payload`: body sizes. Two node shapes: `compact` (the Node object reduced to name and labels, tasks with small
   Pods: the shape the latency targets were set on) and `kubelet` (Node and Pod objects as the API server returns
-  them, built by `webhook.extender.volcano`: images, conditions, managedFields), each without and with 3 DaemonSet
+  them, built by `emulation.volcano_payloads`: images, conditions, managedFields), each without and with 3 DaemonSet
   pods per node; about 60 % of nodes run an 8-card training pod of another job;
 - `prioritize_http` / `predicate_http`: `ringroute serve` on 127.0.0.1 (admission and the extender's own
   process), sequential calls after warm-up over one keep-alive connection (the standard library's client, which
@@ -16,6 +16,9 @@ Prints JSON lines (`python bench/extender.py [--sizes 1000,5000,10000] [--calls 
 - `admission_under_extender_load`: /jobs/mutate p50/p99 at concurrency 10, alone and while prioritize calls of the
   largest compact payload run back to back, and (own pods) beside a memory-bound neighbour instead (three
   alternating rounds each; the round with the median p99);
+- `startup`: `ringroute extender` (the command the Deployment's container runs) once it has answered its first
+  prioritize call: RSS (median of 5 starts), the modules it imported (`python -X importtime`), and any of Volcano's
+  emulation among them (none may be: the serving process never loads it);
 - `simulation`: Volcano's allocate action emulated with and without the extender (leaves per job vs the optimum);
 - `summary`: each target pass/fail.
 """
@@ -33,7 +36,7 @@ import sys
 import tempfile
 import time
 import urllib.parse
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -48,8 +51,9 @@ from aiohttp import ClientSession, ClientTimeout, TCPConnector  # noqa: E402
 from bench._common import emit, stop_process_group  # noqa: E402
 from bench.webhook import free_port, realistic_review, run_aiohttp, wait_ready  # noqa: E402
 from certs import generate_bundle  # noqa: E402
-from webhook.extender import experiment, volcano  # noqa: E402
-from webhook.extender import simulation as sim  # noqa: E402
+from emulation import volcano_payloads as payloads  # noqa: E402
+from webhook.volcano_emulation import allocate_action as sim  # noqa: E402
+from webhook.volcano_emulation import experiment  # noqa: E402
 
 TARGET_P99_MS = {1000: 20.0, 5000: 40.0, 10000: 60.0}
 """p99 targets of a prioritize call over HTTP on a 2-core machine, by candidate nodes (compact shape)."""
@@ -65,7 +69,7 @@ def _task_of_job(shape: str) -> dict[str, Any]:
     """Task 8 of a 32-pod route-planned job: the task being scheduled."""
     if shape == "compact":
         return sim.task_info(sim.make_job("team-a", "llm", 32, cards=8, resource=RESOURCE), 8)
-    pod = volcano.volcano_job_pod(
+    pod = payloads.volcano_job_pod(
         "llm",
         8,
         namespace="team-a",
@@ -73,7 +77,7 @@ def _task_of_job(shape: str) -> dict[str, Any]:
         extra_env={"ROUTE_PLAN": "true"},
         extra_annotations={"ringroute.io/npu-pods": "32"},
     )
-    return volcano.task_info(pod)
+    return payloads.task_info(pod)
 
 
 def _node_template(shape: str, busy: bool, daemons: int) -> bytes:
@@ -81,7 +85,7 @@ def _node_template(shape: str, busy: bool, daemons: int) -> bytes:
     labels = {"volcano.sh/tor": "tor-@@LEAF@@", "accelerator/huawei-npu": "ascend-1980"}
     if shape == "compact":
         node = sim.SimNode(TEMPLATE, labels, 8, RESOURCE)
-        for kind in volcano.DAEMONSET_KINDS[:daemons]:
+        for kind in payloads.DAEMONSET_KINDS[:daemons]:
             daemon = sim.make_job("kube-system", f"{kind}-{TEMPLATE}", 1, cards=0, resource=RESOURCE)
             task = sim.task_info(daemon, 0, node=TEMPLATE, status=32)
             task["Resreq"] = task["InitResreq"] = {"MilliCPU": 100.0, "Memory": 2.0**28, "ScalarResources": None}
@@ -93,14 +97,14 @@ def _node_template(shape: str, busy: bool, daemons: int) -> bytes:
             node.tasks[task["UID"]] = task
         return orjson.dumps(sim.node_info(node))
     ip = "10.0.0.1"
-    node_object = volcano.kube_node(TEMPLATE, labels=labels, internal_ip=ip)
-    tasks = [volcano.task_info(volcano.daemonset_pod(k, TEMPLATE, ip)) for k in volcano.DAEMONSET_KINDS[:daemons]]
+    node_object = payloads.kube_node(TEMPLATE, labels=labels, internal_ip=ip)
+    tasks = [payloads.task_info(payloads.daemonset_pod(k, TEMPLATE, ip)) for k in payloads.DAEMONSET_KINDS[:daemons]]
     if busy:
-        pod = volcano.volcano_job_pod(
+        pod = payloads.volcano_job_pod(
             f"other-{TEMPLATE}", 0, namespace="team-b", node_name=TEMPLATE, node_ip=ip, phase="Running"
         )
-        tasks.append(volcano.task_info(pod))
-    return volcano.go_json(volcano.node_info(node_object, tasks))
+        tasks.append(payloads.task_info(pod))
+    return payloads.go_json(payloads.node_info(node_object, tasks))
 
 
 def node_infos(shape: str, count: int, daemons: int, seed: int) -> list[bytes]:
@@ -129,7 +133,7 @@ def session_body(shape: str, nodes: list[bytes], jobs: int) -> bytes:
             tasks = {t["UID"]: t for t in sim_job.tasks}
         else:
             pods = [
-                volcano.volcano_job_pod(
+                payloads.volcano_job_pod(
                     f"job-{j:04d}",
                     i,
                     namespace="team-a",
@@ -138,7 +142,7 @@ def session_body(shape: str, nodes: list[bytes], jobs: int) -> bytes:
                 )
                 for i in range(8)
             ]
-            tasks = {t["UID"]: t for t in (volcano.task_info(p) for p in pods)}
+            tasks = {t["UID"]: t for t in (payloads.task_info(p) for p in pods)}
         info = {
             "UID": sim_job.job_id,
             "Name": f"job-{j:04d}-pg",
@@ -551,6 +555,74 @@ def _one_loop_server(cert_dir: str, admission_port: int, extender_port: int) -> 
     asyncio.run(run())
 
 
+EMULATION_PACKAGES = ("webhook.volcano_emulation", "emulation")
+"""Packages the extender that serves never imports (pyproject.toml's import-linter contracts)."""
+
+
+def _started_extender(
+    body: bytes, extra: Sequence[str] = (), stderr: Any = subprocess.DEVNULL
+) -> subprocess.Popen[bytes]:
+    """`ringroute extender` on a free loopback port, once it has answered one prioritize call with `body`."""
+    port = free_port()
+    command = [sys.executable, *extra, "-m", "webhook", "extender", "--listen", f"127.0.0.1:{port}"]
+    process = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=stderr, start_new_session=True)
+    try:
+        _, answer = timed_calls(f"http://127.0.0.1:{_wait_healthy(port, process)}/extender/prioritize", body, 1, 0)
+        if b"nodeScore" not in answer:
+            raise RuntimeError(f"extender: unexpected first answer {answer[:200]!r}")
+    except BaseException:
+        stop_process_group(process, 10)
+        raise
+    return process
+
+
+def _wait_healthy(port: int, process: subprocess.Popen[bytes], timeout_s: float = 60.0) -> int:
+    import urllib.request
+
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline and process.poll() is None:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/extender/healthz", timeout=1) as response:
+                if response.read() == b"ok":
+                    return port
+        except OSError:
+            time.sleep(0.05)
+    raise RuntimeError(f"ringroute extender on port {port} did not become healthy (exit code {process.poll()})")
+
+
+def bench_startup(starts: int = 5) -> dict[str, Any]:
+    """RSS of `ringroute extender` after start-up and its first answer, and the modules it imported."""
+    body = prioritize_body(_task_of_job("compact"), node_infos("compact", 8, 0, 0))
+    rss: list[float] = []
+    for _ in range(starts):
+        process = _started_extender(body)
+        try:
+            time.sleep(0.5)  # the loop settles after its first answer
+            rss.append(rss_mib(process.pid))
+        finally:
+            stop_process_group(process, 20)
+    with tempfile.TemporaryFile() as log:  # a file, not a pipe: nothing blocks however much it writes
+        stop_process_group(_started_extender(body, ["-X", "importtime"], log), 20)
+        log.seek(0)
+        lines = log.read().decode(errors="replace").splitlines()
+    modules = [
+        line.rsplit("|", 1)[1].strip()
+        for line in lines
+        if line.startswith("import time:") and "|" in line and "imported package" not in line
+    ]
+    return {
+        "case": "startup",
+        "command": "ringroute extender",
+        "starts": starts,
+        "rss_mib_median": float(np.median(rss)),
+        "rss_mib": rss,
+        "modules_imported": len(modules),
+        "ringroute_modules": sum(m.split(".")[0] in ("webhook", "planner", "certs") for m in modules),
+        "emulation_modules": [m for m in modules if m.startswith(EMULATION_PACKAGES)],
+        "numpy_loaded": "numpy" in modules,
+    }
+
+
 def bench_simulation(seed: int) -> list[dict[str, Any]]:
     import logging
 
@@ -610,6 +682,9 @@ def main() -> int:
             for row in bench_admission(cert_dir, max(sizes), args.seed, Path(work)):
                 emit(row)
                 rows.append(row)
+    startup = bench_startup()
+    emit(startup)
+    rows.append(startup)
     for row in bench_simulation(args.seed):
         emit(row)
         rows.append(row)
@@ -640,6 +715,10 @@ def summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
             "a memory-bound neighbour on the extender's CPU"
         )
         checks[name] = "pass" if ok else "FAIL"
+    startup = [r for r in rows if r["case"] == "startup"]
+    checks["the extender process loads none of Volcano's emulation"] = (
+        "pass" if startup and not any(r["emulation_modules"] for r in startup) else "FAIL"
+    )
     ringroute = [r for r in rows if r["case"] == "simulation" and r["scheduler"] == "ringroute"]
     checks["every simulated job at its leaf bound with the extender"] = (
         "pass" if ringroute and all(r["jobs_at_bound"] == r["jobs"] for r in ringroute) else "FAIL"

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import gc
 import ssl
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +16,15 @@ pytest.register_assert_rewrite("tests.support")
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT / "tests" / "data"
+
+
+@pytest.fixture(autouse=True)
+def thawed_collector() -> Iterator[None]:
+    """The extender's onSessionOpen endpoint (called over HTTP, or in process by the emulated scheduler) freezes
+    what is alive after it out of the cyclic collector; in the test process that would keep every later test's
+    cyclic garbage alive, so thaw after each test."""
+    yield
+    gc.unfreeze()
 
 
 @pytest.fixture(scope="session")

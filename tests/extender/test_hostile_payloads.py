@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from emulation.volcano_payloads import parse_quantity, quantity_milli_value
 from tests.support.extender import (
     RESOURCE,
     ServedExtender,
@@ -25,7 +26,6 @@ from tests.support.extender import (
 )
 from webhook.extender.app import SESSION_CLOSE_MAX_BYTES
 from webhook.extender.fit import node_admits
-from webhook.extender.volcano import parse_quantity, quantity_milli_value
 
 
 @pytest.fixture

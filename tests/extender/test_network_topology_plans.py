@@ -10,7 +10,7 @@ from typing import Any
 import orjson
 import pytest
 
-import webhook.extender.volcano as ev
+from emulation import volcano_payloads as payloads
 from tests.support.extender import decoded_node, decoded_session, decoded_task, job, leaf_spine, node, session_open, tor
 from webhook.common.metrics import Metrics
 from webhook.common.settings import Settings
@@ -146,12 +146,14 @@ def test_the_hard_tier_is_read_as_vc_scheduler_reads_it(topology: dict[str, Any]
 
 @pytest.mark.parametrize("release", ["1.12", "1.13", "1.14", "1.15"])
 def test_the_network_topology_of_every_releases_job_info_is_read(release: str) -> None:
-    uid = ev.stable_uid("job", "team-a", "gpt")
+    uid = payloads.stable_uid("job", "team-a", "gpt")
     tasks = [
-        ev.task_info(ev.volcano_job_pod("gpt", i, namespace="team-a", job_uid=uid, release=release), release=release)
+        payloads.task_info(
+            payloads.volcano_job_pod("gpt", i, namespace="team-a", job_uid=uid, release=release), release=release
+        )
         for i in range(2)
     ]
-    info = ev.job_info(
+    info = payloads.job_info(
         tasks,
         pod_group_name=f"gpt-{uid}",
         namespace="team-a",

@@ -26,9 +26,9 @@ from webhook.common.settings import (
     settings_from_mapping,
 )
 from webhook.extender.scoring import PLAN_BASE, predicate, prioritize
-from webhook.extender.simulation import task_info
 from webhook.extender.state import MAX_REMEMBERED_JOBS, ExtenderState, label_path_reader
 from webhook.extender.wire import CODE_UNSCHEDULABLE, CODE_UNSCHEDULABLE_AND_UNRESOLVABLE
+from webhook.volcano_emulation.allocate_action import task_info
 
 SETTINGS = Settings()
 WEIGHT = SETTINGS.extender.score_weight

@@ -14,9 +14,9 @@ from webhook.common.metrics import Metrics
 from webhook.common.settings import Settings
 from webhook.extender.app import ExtenderService, serve_extender
 from webhook.extender.fit import TaskView, read_task
-from webhook.extender.simulation import SimJob, SimNode, make_job, node_info, task_info
 from webhook.extender.state import ExtenderState
 from webhook.extender.wire import NodeInfo, SessionOpenRequest, TaskInfo
+from webhook.volcano_emulation.allocate_action import SimJob, SimNode, make_job, node_info, task_info
 
 RESOURCE = "huawei.com/ascend-1980"
 NPU_LABELS = {"accelerator/huawei-npu": "ascend-1980"}

@@ -2,12 +2,13 @@
 
 Both runs see the same cluster (a share of nodes busy with other work, chosen at random, daemon load on every node)
 and the same stream of route-planned jobs, submitted one after another. Scheduling is Volcano's allocate action
-emulated call for call (`webhook.extender.simulation`: resource fit before plugin predicates, the rotating node scan
-that stops at `numFeasibleNodesToFind`, nodeorder and binpack scores at their default weights, gang commit or
-discard), with the extender answering over its real decode/encode path in the shape the chosen Volcano release
-reads. Each placed job is planned with `planner.plan_ranks` and the ring bus bandwidth of its pod-index order and
-of the planned order is simulated. One JSON line per job and scheduler, a summary line per scheduler, then the
-leaves per job for Volcano alone, with ringroute, and the optimum (`webhook.extender.experiment`).
+emulated call for call (`webhook.volcano_emulation.allocate_action`: resource fit before plugin predicates, the
+rotating node scan that stops at `numFeasibleNodesToFind`, nodeorder and binpack scores at their default weights,
+gang commit or discard), with the extender answering over its real decode/encode path in the shape the chosen
+Volcano release reads. Each placed job is planned with `planner.plan_ranks` and the ring bus bandwidth of its
+pod-index order and of the planned order is simulated. One JSON line per job and scheduler, a summary line per
+scheduler, then the leaves per job for Volcano alone, with ringroute, and the optimum
+(`webhook.volcano_emulation.experiment`).
 """
 
 from __future__ import annotations
@@ -98,8 +99,8 @@ def _parse_sizes(text: str) -> list[int]:
 def _run(args: argparse.Namespace) -> int:
     from webhook.common.metrics import Metrics
     from webhook.extender.app import ExtenderService
-    from webhook.extender.experiment import ClusterSpec, build_cluster, simulate, summarise, with_bandwidth
-    from webhook.extender.simulation import VolcanoConfig
+    from webhook.volcano_emulation.allocate_action import VolcanoConfig
+    from webhook.volcano_emulation.experiment import ClusterSpec, build_cluster, simulate, summarise, with_bandwidth
 
     sizes = _parse_sizes(args.jobs)
     if args.leaves < 1 or args.servers_per_leaf < 1:

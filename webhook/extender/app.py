@@ -29,8 +29,8 @@ from webhook.common.settings import Settings, volcano_release
 from webhook.extender import scoring
 from webhook.extender.answers import Release, configured_release, predicate_answer
 from webhook.extender.fit import TaskView, read_task
+from webhook.extender.release_detection import detect_release_range
 from webhook.extender.state import ExtenderState, JobPlan, Unplanned
-from webhook.extender.volcano import detect_release_range
 from webhook.extender.wire import (
     EventRequest,
     PredicateRequest,
@@ -117,7 +117,8 @@ def _field_message(text: str) -> str:
 
 class ExtenderService:
     """The extender's verbs on request bytes: each returns the answer object and the metrics outcome, or raises
-    PayloadError. The HTTP endpoints wrap it; the scheduling simulation calls it directly with Volcano's bodies."""
+    PayloadError. The HTTP endpoints wrap it; the emulated scheduler (`webhook.volcano_emulation`) calls it
+    directly with Volcano's bodies."""
 
     def __init__(self, settings: Settings, metrics: Metrics, state: ExtenderState | None = None) -> None:
         self.settings = settings

@@ -2,9 +2,9 @@
 
     python tests/data/volcano/refresh.py /path/to/volcano
 
-For each release tag the protocol emulation knows (`RELEASE_TAGS`), every struct whose JSON keys it writes
-(`GO_FIELDS`) is copied from its source file at that tag, with the structs it embeds, into
-`<tag>/<path of the source file>`: tests/extender/test_extender_volcano.py reads the keys from these excerpts, so
+For each release tag the extender knows (`RELEASE_TAGS`), every struct whose JSON keys it reads and the payload
+builders write (`GO_FIELDS`) is copied from its source file at that tag, with the structs it embeds, into
+`<tag>/<path of the source file>`: tests/extender/test_release_tables.py reads the keys from these excerpts, so
 the check runs without a clone.
 """
 
@@ -18,7 +18,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parents[2]))
 
-from webhook.extender.volcano import GO_FIELDS, RELEASE_TAGS  # noqa: E402
+from webhook.extender.volcano_releases import GO_FIELDS, RELEASE_TAGS  # noqa: E402
 
 SOURCE_FILES = {
     "TaskInfo": "pkg/scheduler/api/job_info.go",

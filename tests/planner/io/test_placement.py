@@ -245,11 +245,11 @@ def test_placement_invariants_hold_for_any_pod_order(n: int, rng: random.Random,
 def test_pods_exactly_as_volcano_creates_them_give_task_indices_with_or_without_the_index_annotation(
     release: str,
 ) -> None:
-    from webhook.extender import volcano
+    from emulation.volcano_payloads import volcano_job_pod
 
     pods = []
     for index, node in enumerate((3, 0, 2, 1)):
-        created = volcano.volcano_job_pod(
+        created = volcano_job_pod(
             "train", index, node_name=f"npu-{node:02d}", node_ip=f"10.0.0.{node + 1}", phase="Running", release=release
         )
         created["metadata"]["annotations"][ANNOTATION_1980] = device_annotation(

@@ -6,7 +6,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Final
 
-from webhook.extender.volcano.releases import MASTER_RELEASE, RELEASES, normalize_release
+from webhook.extender.volcano_releases import MASTER_RELEASE, RELEASES, normalize_release
 
 # ------------------------------------------------------------------------ default nodeorder and binpack scores
 # nodeorder (pkg/scheduler/plugins/nodeorder) wraps kube-scheduler plugins: NodeResourcesLeastAllocated (cpu 50,

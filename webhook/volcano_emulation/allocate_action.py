@@ -18,7 +18,7 @@ jobs without `networkTopology`), because each of these decides which nodes the e
 Bodies travel as JSON bytes through the same `ExtenderService` the HTTP endpoints use.
 
 With HyperNodes (Volcano 1.12+, `VolcanoAllocate(..., hypernodes=...)`) it also reproduces network-topology-aware
-scheduling as v1.12-v1.15 do it (`webhook.extender.volcano.network_topology` holds the plugin's formulas): a job
+scheduling as v1.12-v1.15 do it (`webhook.volcano_emulation.network_topology` holds the plugin's formulas): a job
 whose PodGroup has a hard `networkTopology` is tried as a whole, task by task as above, inside each candidate
 HyperNode in turn (the lowest tier that works; from 1.14 only HyperNodes whose free resources cover the job, from
 1.15 also the lowest tier inside the chosen one), every trial undone, and the best HyperNode's placement is
@@ -54,10 +54,18 @@ from webhook.common.names import (
     ROUTE_PLAN_ENV,
     TASK_SPEC_KEY,
 )
-from webhook.extender import volcano
 from webhook.extender.app import ExtenderService
 from webhook.extender.fit import node_admits, pod_constraints
-from webhook.extender.volcano.network_topology import (
+from webhook.extender.volcano_releases import MASTER_RELEASE, RELEASES, normalize_release
+from webhook.extender.wire import NodeInfo, Pod
+from webhook.volcano_emulation import allocate_rules
+from webhook.volcano_emulation.default_scores import ScoringInput, default_node_scores
+from webhook.volcano_emulation.extender_answers import (
+    decode_event_handler_response,
+    decode_predicate_response,
+    decode_prioritize_response,
+)
+from webhook.volcano_emulation.network_topology import (
     KIT_ARGUMENTS,
     SUB_JOB_GRADIENT_RELEASE,
     Amounts,
@@ -71,7 +79,6 @@ from webhook.extender.volcano.network_topology import (
     normal_pod_scores,
     total,
 )
-from webhook.extender.wire import NodeInfo, Pod
 
 Release = tuple[int, int]
 
@@ -80,6 +87,8 @@ NODE_CPU_MILLI = 192_000.0
 NODE_MEMORY = 1536 * 2**30
 TASK_CPU_MILLI = 16_000.0
 TASK_MEMORY = 256 * 2**30
+TRAINING_IMAGE_BYTES = 24_817_294_336
+"""Size of the jobs' training image (pytorch-ascend 2.1.0-cann8.0), which image locality weighs."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,7 +115,7 @@ class VolcanoConfig:
 
 def num_feasible_nodes_to_find(nodes: int, config: VolcanoConfig) -> int:
     """`util.CalculateNumOfFeasibleNodesToFind` with the release's flag defaults (all nodes before 1.9)."""
-    return volcano.num_feasible_nodes_to_find(
+    return allocate_rules.num_feasible_nodes_to_find(
         nodes,
         release_name(config.release),
         percentage=config.percentage_to_find,
@@ -116,10 +125,10 @@ def num_feasible_nodes_to_find(nodes: int, config: VolcanoConfig) -> int:
 
 
 def release_name(release: Release) -> str:
-    """(1, 10) -> "1.10", clamped to the releases the protocol emulation knows."""
-    newest = volcano.normalize_release(volcano.MASTER_RELEASE)
+    """(1, 10) -> "1.10", clamped to the releases `volcano_releases` knows."""
+    newest = normalize_release(MASTER_RELEASE)
     name = f"{release[0]}.{release[1]}"
-    return name if name in volcano.RELEASES else newest
+    return name if name in RELEASES else newest
 
 
 @dataclass(slots=True)
@@ -286,7 +295,7 @@ def _cards(task: Mapping[str, Any], resource: str) -> int:
 
 def predicate_passes(release: Release, body: bytes, *, ignorable: bool) -> bool:
     """Whether `release` treats the predicate answer as a pass (a body it cannot decode is an error)."""
-    return volcano.decode_predicate_response(release_name(release), body, ignorable).passes
+    return decode_predicate_response(release_name(release), body, ignorable).passes
 
 
 # ---------------------------------------------------------------------------------------------------- plugins
@@ -295,10 +304,10 @@ def predicate_passes(release: Release, body: bytes, *, ignorable: bool) -> bool:
 def plugin_scores(node: SimNode, release: Release) -> float:
     """What `nodeorder` and `binpack` add at their default weights (Volcano's Helm chart enables both): the
     scores the extender's must outweigh. Image locality counts when the node already holds the training image."""
-    images = ((volcano.TRAINING_IMAGE.size_bytes, 1),) if node.has_image else ()
-    scores = volcano.default_node_scores(
+    images = ((TRAINING_IMAGE_BYTES, 1),) if node.has_image else ()
+    scores = default_node_scores(
         release_name(release),
-        volcano.ScoringInput(
+        ScoringInput(
             task_cpu_milli=int(TASK_CPU_MILLI),
             task_memory=int(TASK_MEMORY),
             node_cpu_allocatable_milli=int(NODE_CPU_MILLI),
@@ -717,7 +726,7 @@ class VolcanoAllocate:
         if self.service is not None:
             self.calls.prioritize += 1
             answer, _ = self.service.prioritize(orjson.dumps({"task": task, "nodes": [node_info(n) for n in nodes]}))
-            outcome = volcano.decode_prioritize_response(
+            outcome = decode_prioritize_response(
                 release_name(self.config.release), orjson.dumps(answer), self.config.ignorable
             )
             if outcome.effect == "call_failed":
@@ -735,7 +744,7 @@ class VolcanoAllocate:
         self.calls.events += 1
         body = orjson.dumps({"task": task})
         answer, _ = self.service.allocate(body) if verb == "allocate" else self.service.deallocate(body)
-        outcome = volcano.decode_event_handler_response(
+        outcome = decode_event_handler_response(
             release_name(self.config.release), orjson.dumps(answer), self.config.ignorable
         )
         if outcome.error is not None:

@@ -6,19 +6,7 @@ import json
 from collections.abc import Mapping
 from typing import Final, Literal
 
-from webhook.common.names import (
-    GROUP_NAME_ANNOTATION,
-    JOB_NAME_LABEL,
-    JOB_NAMESPACE_LABEL,
-    JOB_RETRY_COUNT_ANNOTATION,
-    JOB_VERSION_ANNOTATION,
-    QUEUE_NAME_KEY,
-    TASK_INDEX_KEY,
-    TASK_SPEC_KEY,
-    TEMPLATE_UID_ANNOTATION,
-    VOLCANO_JOB_API_VERSION,
-)
-from webhook.extender.volcano.objects import (
+from emulation.volcano_payloads.objects import (
     DEFAULT_CREATED,
     HEARTBEAT,
     NPU_RESOURCE,
@@ -31,7 +19,19 @@ from webhook.extender.volcano.objects import (
     stable_hex,
     stable_uid,
 )
-from webhook.extender.volcano.releases import (
+from webhook.common.names import (
+    GROUP_NAME_ANNOTATION,
+    JOB_NAME_LABEL,
+    JOB_NAMESPACE_LABEL,
+    JOB_RETRY_COUNT_ANNOTATION,
+    JOB_VERSION_ANNOTATION,
+    QUEUE_NAME_KEY,
+    TASK_INDEX_KEY,
+    TASK_SPEC_KEY,
+    TEMPLATE_UID_ANNOTATION,
+    VOLCANO_JOB_API_VERSION,
+)
+from webhook.extender.volcano_releases import (
     MASTER_RELEASE,
     RELEASE_K8S_API,
     JSONObject,

@@ -1,6 +1,6 @@
 """The `ringroute simulate-scheduling` experiment: a fragmented Clos cluster, a stream of route-planned jobs placed
-by Volcano's emulated allocate action (`webhook.extender.simulation`) without and with the extender, where each
-job landed, and the ring bus bandwidth of its pod-index and planned orders."""
+by Volcano's emulated allocate action (`webhook.volcano_emulation.allocate_action`) without and with the extender,
+where each job landed, and the ring bus bandwidth of its pod-index and planned orders."""
 
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ from webhook.common.names import (
 from webhook.common.settings import Settings
 from webhook.extender.app import ExtenderService
 from webhook.extender.placement import leaves_lower_bound
-from webhook.extender.simulation import (
+from webhook.volcano_emulation.allocate_action import (
     TASK_RUNNING,
     SimJob,
     SimNode,

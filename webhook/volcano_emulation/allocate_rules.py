@@ -6,7 +6,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Final
 
-from webhook.extender.volcano.releases import MASTER_RELEASE, normalize_release, release_at_least
+from webhook.extender.volcano_releases import MASTER_RELEASE, normalize_release, release_at_least
 
 # ------------------------------------------------------------------------------------------- the allocate action
 

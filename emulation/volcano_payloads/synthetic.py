@@ -12,12 +12,19 @@ from typing import Any, Final
 
 import orjson
 
+from emulation.volcano_payloads.objects import (
+    kube_node,
+    name_suffix,
+    node_identity,
+    stable_hash,
+    stable_hex,
+    stable_uid,
+)
+from emulation.volcano_payloads.pods import DAEMONSET_KINDS, daemonset_pod, volcano_job_pod
+from emulation.volcano_payloads.sessions import job_info, on_session_open_request, prioritize_request, queue_info
+from emulation.volcano_payloads.structs import node_info, node_usage, resource_of, task_info
 from webhook.common.names import JOB_TYPE_ANNOTATION, TASK_INDEX_KEY, TOR_LABEL
-from webhook.extender.volcano.objects import kube_node, name_suffix, node_identity, stable_hash, stable_hex, stable_uid
-from webhook.extender.volcano.pods import DAEMONSET_KINDS, daemonset_pod, volcano_job_pod
-from webhook.extender.volcano.releases import MASTER_RELEASE, JSONObject, normalize_release
-from webhook.extender.volcano.sessions import job_info, on_session_open_request, prioritize_request, queue_info
-from webhook.extender.volcano.structs import node_info, node_usage, resource_of, task_info
+from webhook.extender.volcano_releases import MASTER_RELEASE, JSONObject, normalize_release
 
 # ------------------------------------------------------------------------------------------ synthetic clusters
 # Large payloads are stamped from templates: one object is built with placeholder identity strings, serialised

@@ -15,8 +15,13 @@ from webhook.cli.main import main
 from webhook.common.metrics import Metrics
 from webhook.common.settings import Settings, settings_from_mapping
 from webhook.extender.app import ExtenderService
-from webhook.extender.experiment import ClusterSpec, simulate, summarise
-from webhook.extender.simulation import SimNode, VolcanoAllocate, VolcanoConfig, num_feasible_nodes_to_find
+from webhook.volcano_emulation.allocate_action import (
+    SimNode,
+    VolcanoAllocate,
+    VolcanoConfig,
+    num_feasible_nodes_to_find,
+)
+from webhook.volcano_emulation.experiment import ClusterSpec, simulate, summarise
 
 
 @pytest.fixture(autouse=True)
@@ -174,14 +179,15 @@ def test_command_rejects_a_release_before_1_7(capsys: pytest.CaptureFixture[str]
 
 
 def test_the_score_steps_outweigh_what_nodeorder_and_binpack_add_at_their_default_weights() -> None:
-    from webhook.extender import volcano
     from webhook.extender.scoring import PLAN_BASE, SAME_LEAF
     from webhook.extender.state import PLAN_LEAF_STEP
+    from webhook.extender.volcano_releases import RELEASES
+    from webhook.volcano_emulation import max_score_spread
 
     weight = Settings().extender.score_weight
     smallest_step = min(PLAN_LEAF_STEP, PLAN_BASE - (SAME_LEAF[0] + SAME_LEAF[1]))
-    for release in volcano.RELEASES:
-        assert weight * smallest_step > volcano.max_score_spread(release, binpack=True).independent
+    for release in RELEASES:
+        assert weight * smallest_step > max_score_spread(release, binpack=True).independent
 
 
 def test_with_scores_alone_a_weight_of_one_loses_to_image_locality_and_the_default_weight_wins() -> None:

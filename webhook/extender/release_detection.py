@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Final
 
-from webhook.extender.volcano.releases import (
+from webhook.extender.volcano_releases import (
     GO_FIELDS,
     RELEASE_K8S_API,
     RELEASES,

@@ -7,6 +7,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
+from emulation.volcano_payloads.gojson import GO_ZERO_TIME, go_number, quantity_milli_value, quantity_value
 from webhook.common.names import (
     GROUP_NAME_ANNOTATION,
     NUMA_POLICY_ANNOTATION,
@@ -15,8 +16,7 @@ from webhook.common.names import (
     TASK_PRIORITY_ANNOTATION,
     TASK_SPEC_KEY,
 )
-from webhook.extender.volcano.gojson import GO_ZERO_TIME, go_number, quantity_milli_value, quantity_value
-from webhook.extender.volcano.releases import (
+from webhook.extender.volcano_releases import (
     GO_FIELDS,
     MASTER_RELEASE,
     TASK_STATUS,

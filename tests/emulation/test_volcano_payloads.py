@@ -1,4 +1,5 @@
-"""Volcano's side of the extender protocol, per release (webhook.extender.volcano)."""
+"""Volcano's side of the extender protocol, per release: the payloads (`emulation.volcano_payloads`), the release
+tables and detection (`webhook.extender`), the answers, scores and allocate rules (`webhook.volcano_emulation`)."""
 
 from __future__ import annotations
 
@@ -14,40 +15,49 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from webhook.extender import volcano as ev
+from emulation import volcano_payloads as payloads
+from webhook import volcano_emulation as volcano
+from webhook.extender import volcano_releases as releases
+from webhook.extender.release_detection import detect_release_range
 
-RELEASES = ev.RELEASES
+RELEASES = releases.RELEASES
 
 
 # ----------------------------------------------------------------------------------------------------------- helpers
 
 
 def _pending_task(release: str) -> dict[str, Any]:
-    pod = ev.volcano_job_pod("bert", 0, namespace="team-a", release=release)
-    return ev.task_info(pod, release=release)
+    pod = payloads.volcano_job_pod("bert", 0, namespace="team-a", release=release)
+    return payloads.task_info(pod, release=release)
 
 
 def _busy_node(release: str, *, daemon: bool = True) -> dict[str, Any]:
-    node = ev.kube_node("npu-0001-02", labels={"volcano.sh/tor": "leaf-0001"}, index=10, release=release)
-    tasks = [ev.task_info(ev.volcano_job_pod("gpt", 3, node_name="npu-0001-02", release=release), release=release)]
+    node = payloads.kube_node("npu-0001-02", labels={"volcano.sh/tor": "leaf-0001"}, index=10, release=release)
+    tasks = [
+        payloads.task_info(
+            payloads.volcano_job_pod("gpt", 3, node_name="npu-0001-02", release=release), release=release
+        )
+    ]
     if daemon:
         tasks += [
-            ev.task_info(ev.daemonset_pod(kind, "npu-0001-02", "10.20.0.11", release=release), release=release)
-            for kind in ev.DAEMONSET_KINDS
+            payloads.task_info(
+                payloads.daemonset_pod(kind, "npu-0001-02", "10.20.0.11", release=release), release=release
+            )
+            for kind in payloads.DAEMONSET_KINDS
         ]
-    return ev.node_info(node, tasks, release=release, image_nodes=24)
+    return payloads.node_info(node, tasks, release=release, image_nodes=24)
 
 
 def _job(release: str, *, network_topology: Mapping[str, Any] | None = None) -> dict[str, Any]:
-    uid = ev.stable_uid("job", "team-a", "gpt")
+    uid = payloads.stable_uid("job", "team-a", "gpt")
     tasks = [
-        ev.task_info(
-            ev.volcano_job_pod("gpt", i, namespace="team-a", job_uid=uid, node_name=f"n{i}", release=release),
+        payloads.task_info(
+            payloads.volcano_job_pod("gpt", i, namespace="team-a", job_uid=uid, node_name=f"n{i}", release=release),
             release=release,
         )
         for i in range(2)
     ]
-    return ev.job_info(
+    return payloads.job_info(
         tasks,
         pod_group_name=f"gpt-{uid}",
         namespace="team-a",
@@ -58,8 +68,8 @@ def _job(release: str, *, network_topology: Mapping[str, Any] | None = None) -> 
     )
 
 
-def _cluster(release: str) -> ev.SyntheticCluster:
-    return ev.synthetic_cluster(24, release=release, seed=3)
+def _cluster(release: str) -> payloads.SyntheticCluster:
+    return payloads.synthetic_cluster(24, release=release, seed=3)
 
 
 # ------------------------------------------------------------------------------------------- key sets per release
@@ -67,13 +77,13 @@ def _cluster(release: str) -> ev.SyntheticCluster:
 
 @pytest.mark.parametrize("release", RELEASES)
 def test_task_info_keys_are_the_go_fields_of_the_release_in_declaration_order(release: str) -> None:
-    assert tuple(_pending_task(release)) == ev.GO_FIELDS[release]["TaskInfo"]
+    assert tuple(_pending_task(release)) == releases.GO_FIELDS[release]["TaskInfo"]
 
 
 @pytest.mark.parametrize("release", RELEASES)
 def test_node_info_keys_and_nested_struct_keys_follow_the_release(release: str) -> None:
     info = _busy_node(release)
-    fields = ev.GO_FIELDS[release]
+    fields = releases.GO_FIELDS[release]
     assert tuple(info) == fields["NodeInfo"]
     for key in ("Releasing", "Pipelined", "Idle", "Used", "Allocatable", "OversubscriptionResource"):
         assert tuple(info[key]) == fields["Resource"]
@@ -89,7 +99,7 @@ def test_node_info_keys_and_nested_struct_keys_follow_the_release(release: str) 
 @pytest.mark.parametrize("release", RELEASES)
 def test_job_info_keys_and_its_budget_subjobs_and_pod_group_follow_the_release(release: str) -> None:
     job = _job(release)
-    fields = ev.GO_FIELDS[release]
+    fields = releases.GO_FIELDS[release]
     assert tuple(job) == fields["JobInfo"]
     assert tuple(job["Budget"]) == fields["DisruptionBudget"]
     for key in ("Allocated", "TotalRequest"):
@@ -98,12 +108,12 @@ def test_job_info_keys_and_its_budget_subjobs_and_pod_group_follow_the_release(r
         (sub_job,) = job["SubJobs"].values()
         assert tuple(sub_job) == fields["SubJobInfo"]
     group = job["PodGroup"]
-    if ev.release_at_least(release, "1.14"):
+    if releases.release_at_least(release, "1.14"):
         assert tuple(group) == ("metadata", "spec", "status", "Version")
         assert [k for k in fields["PodGroupSpec"] if k in group["spec"]] == list(group["spec"])
     else:
         meta_keys = [k for k in group if k not in ("Spec", "Status", "Version")]
-        assert meta_keys == [k for k in ev.OBJECT_META_KEYS if k in meta_keys]
+        assert meta_keys == [k for k in releases.OBJECT_META_KEYS if k in meta_keys]
         assert list(group)[-3:] == ["Spec", "Status", "Version"]
         assert tuple(group["Spec"]) == fields["PodGroupSpec"]
         assert tuple(group["Status"]) == fields["PodGroupStatus"]
@@ -113,50 +123,52 @@ def test_job_info_keys_and_its_budget_subjobs_and_pod_group_follow_the_release(r
 
 @pytest.mark.parametrize("release", RELEASES)
 def test_queue_and_namespace_info_keys_follow_the_release(release: str) -> None:
-    fields = ev.GO_FIELDS[release]
-    queue = ev.queue_info(release=release)
+    fields = releases.GO_FIELDS[release]
+    queue = payloads.queue_info(release=release)
     assert tuple(queue) == fields["QueueInfo"]
     inner = queue["Queue"]
-    if ev.release_at_least(release, "1.14"):
+    if releases.release_at_least(release, "1.14"):
         assert tuple(inner) == ("metadata", "spec", "status")
     else:
         spec = inner["Spec"]
         # Tagged omitempty fields (affinity, type, parent, ...) drop out when empty; Go-named ones never do.
         assert [k for k in fields["QueueSpec"] if k[0].isupper() or k == "guarantee"] == list(spec)
         assert tuple(inner["Status"]) == fields["QueueStatus"]
-    assert tuple(ev.namespace_info("team-a", release=release)) == fields["NamespaceInfo"]
+    assert tuple(payloads.namespace_info("team-a", release=release)) == fields["NamespaceInfo"]
 
 
 @pytest.mark.parametrize("release", RELEASES)
 def test_request_wrappers_have_the_argument_go_keys(release: str) -> None:
     task, node = _pending_task(release), _busy_node(release, daemon=False)
-    fields = ev.GO_FIELDS[release]
-    assert tuple(ev.predicate_request(task, node)) == fields["PredicateRequest"]
-    assert tuple(ev.prioritize_request(task, [node])) == fields["PrioritizeRequest"]
-    session = ev.on_session_open_request(jobs=[_job(release)], nodes=[node], queues=[ev.queue_info(release=release)])
+    fields = releases.GO_FIELDS[release]
+    assert tuple(payloads.predicate_request(task, node)) == fields["PredicateRequest"]
+    assert tuple(payloads.prioritize_request(task, [node])) == fields["PrioritizeRequest"]
+    session = payloads.on_session_open_request(
+        jobs=[_job(release)], nodes=[node], queues=[payloads.queue_info(release=release)]
+    )
     assert tuple(session) == fields["OnSessionOpenRequest"]
-    if ev.release_at_least(release, "1.13"):
-        assert tuple(ev.event_handler_request(task, release=release)) == fields["EventHandlerRequest"]
+    if releases.release_at_least(release, "1.13"):
+        assert tuple(payloads.event_handler_request(task, release=release)) == fields["EventHandlerRequest"]
     else:
         with pytest.raises(ValueError, match=r"1\.13"):
-            ev.event_handler_request(task, release=release)
+            payloads.event_handler_request(task, release=release)
 
 
 @pytest.mark.parametrize("release", RELEASES)
 def test_a_last_transaction_marshals_as_the_transaction_context_of_the_release(release: str) -> None:
-    pod = ev.volcano_job_pod("bert", 1, release=release)
-    task = ev.task_info(pod, release=release, last_transaction=("npu-1", ev.TASK_STATUS["Allocated"]))
-    assert tuple(task["LastTransaction"]) == ev.GO_FIELDS[release]["TransactionContext"]
+    pod = payloads.volcano_job_pod("bert", 1, release=release)
+    task = payloads.task_info(pod, release=release, last_transaction=("npu-1", releases.TASK_STATUS["Allocated"]))
+    assert tuple(task["LastTransaction"]) == releases.GO_FIELDS[release]["TransactionContext"]
     assert task["LastTransaction"]["Status"] == 2
 
 
 def test_field_tables_have_an_entry_for_every_struct_the_builders_use() -> None:
     for release in RELEASES:
-        fields = ev.GO_FIELDS[release]
+        fields = releases.GO_FIELDS[release]
         for struct in ("TaskInfo", "NodeInfo", "JobInfo", "Resource", "QueueInfo", "PredicateResponse"):
             assert struct in fields
-        assert ("SubJobInfo" in fields) == ev.release_at_least(release, "1.14")
-        assert ("EventHandlerRequest" in fields) == ev.release_at_least(release, "1.13")
+        assert ("SubJobInfo" in fields) == releases.release_at_least(release, "1.14")
+        assert ("EventHandlerRequest" in fields) == releases.release_at_least(release, "1.13")
 
 
 # -------------------------------------------------------------------------- field tables against Volcano's source
@@ -190,11 +202,11 @@ def _go_json_keys(source: str, struct: str) -> tuple[str, ...]:
 @pytest.mark.parametrize("release", RELEASES)
 def test_field_tables_equal_the_exported_fields_of_volcanos_structs_at_the_release_tag(release: str) -> None:
     checked = set()
-    for path in sorted((GO_SOURCES / ev.RELEASE_TAGS[release]).rglob("*.go")):
+    for path in sorted((GO_SOURCES / releases.RELEASE_TAGS[release]).rglob("*.go")):
         source = path.read_text(encoding="utf-8")
         for struct in re.findall(r"^type (\w+) struct", source, re.M):
-            if struct in ev.GO_FIELDS[release]:
-                assert _go_json_keys(source, struct) == ev.GO_FIELDS[release][struct], (release, struct)
+            if struct in releases.GO_FIELDS[release]:
+                assert _go_json_keys(source, struct) == releases.GO_FIELDS[release][struct], (release, struct)
                 checked.add(struct)
     assert {"TaskInfo", "NodeInfo", "JobInfo", "QueueInfo", "PredicateRequest", "PrioritizeRequest"} <= checked
 
@@ -218,44 +230,44 @@ def test_field_tables_equal_the_exported_fields_of_volcanos_structs_at_the_relea
     ],
 )
 def test_floats_are_written_as_go_writes_float64(value: float, text: str) -> None:
-    assert ev.go_float_text(value) == text
-    assert ev.go_json(ev.go_number(value)) == text.encode()
+    assert payloads.go_float_text(value) == text
+    assert payloads.go_json(payloads.go_number(value)) == text.encode()
 
 
 def test_nan_cannot_be_marshalled() -> None:
     with pytest.raises(ValueError, match="unsupported value"):
-        ev.go_float_text(float("nan"))
+        payloads.go_float_text(float("nan"))
 
 
 def test_html_characters_and_line_separators_are_escaped_like_go() -> None:
-    out = ev.go_json({"cmd": "a && b <c> \u2028\u2029"})
+    out = payloads.go_json({"cmd": "a && b <c> \u2028\u2029"})
     assert out == b'{"cmd":"a \\u0026\\u0026 b \\u003cc\\u003e \\u2028\\u2029"}'
 
 
 def test_backspace_and_form_feed_escapes_depend_on_the_go_version_of_the_release() -> None:
     value = {"s": "x\b\fy\\b"}
-    assert ev.go_json(value, "1.7") == b'{"s":"x\\u0008\\u000cy\\\\b"}'
-    assert ev.go_json(value, "1.10") == b'{"s":"x\\b\\fy\\\\b"}'
+    assert payloads.go_json(value, "1.7") == b'{"s":"x\\u0008\\u000cy\\\\b"}'
+    assert payloads.go_json(value, "1.10") == b'{"s":"x\\b\\fy\\\\b"}'
 
 
 def test_resources_print_integral_floats_without_a_fraction_and_sort_scalar_keys() -> None:
-    out = ev.resource(milli_cpu=8000.0, memory=2.0**30, scalars={"pods": 1.0, "huawei.com/ascend-1980": 8000.0})
-    assert ev.go_json(out) == (
+    out = payloads.resource(milli_cpu=8000.0, memory=2.0**30, scalars={"pods": 1.0, "huawei.com/ascend-1980": 8000.0})
+    assert payloads.go_json(out) == (
         b'{"MilliCPU":8000,"Memory":1073741824,"ScalarResources":{"huawei.com/ascend-1980":8000,"pods":1},'
         b'"MaxTaskNum":0}'
     )
-    assert ev.resource()["ScalarResources"] is None
+    assert payloads.resource()["ScalarResources"] is None
 
 
 def test_task_status_index_keys_are_decimal_strings_in_string_order() -> None:
-    uid = ev.stable_uid("job", "default", "mix")
+    uid = payloads.stable_uid("job", "default", "mix")
     pods = [
-        ev.volcano_job_pod("mix", 0, job_uid=uid, node_name="n0"),
-        ev.volcano_job_pod("mix", 1, job_uid=uid, node_name="n1", phase="Pending"),
-        ev.volcano_job_pod("mix", 2, job_uid=uid),
+        payloads.volcano_job_pod("mix", 0, job_uid=uid, node_name="n0"),
+        payloads.volcano_job_pod("mix", 1, job_uid=uid, node_name="n1", phase="Pending"),
+        payloads.volcano_job_pod("mix", 2, job_uid=uid),
     ]
-    tasks = [ev.task_info(p) for p in pods]
-    job = ev.job_info(tasks, pod_group_name=f"mix-{uid}")
+    tasks = [payloads.task_info(p) for p in pods]
+    job = payloads.job_info(tasks, pod_group_name=f"mix-{uid}")
     assert list(job["TaskStatusIndex"]) == ["1", "16", "32"]  # Pending, Bound, Running
     assert list(job["Tasks"]) == sorted(t["UID"] for t in tasks)
 
@@ -294,7 +306,7 @@ def test_nil_fields_marshal_as_null_and_empty_maps_as_objects() -> None:
     assert info["Others"] is None
     assert info["ResourceUsage"] == {"CPUUsageAvg": {}, "MEMUsageAvg": {}}
     assert _busy_node("1.9")["ResourceUsage"]["MetricsTime"] == "0001-01-01T00:00:00Z"
-    session = ev.on_session_open_request(jobs=[], nodes=[info], queues=[])
+    session = payloads.on_session_open_request(jobs=[], nodes=[info], queues=[])
     assert session["NodeList"] is None
     assert session["RevocableNodes"] == {}
 
@@ -313,11 +325,11 @@ def test_idle_used_and_pods_scalar_follow_add_task_and_new_resource() -> None:
 
 
 def test_pending_task_pipelined_and_releasing_tasks_land_in_the_right_node_resources() -> None:
-    node = ev.kube_node("n1", index=1)
-    releasing = ev.task_info(ev.volcano_job_pod("old", 0, node_name="n1", deleting=True))
-    pipelined = ev.task_info(ev.volcano_job_pod("new", 0), status="Pipelined", node_name="n1")
-    info = ev.node_info(node, [releasing, pipelined])
-    assert releasing["Status"] == ev.TASK_STATUS["Releasing"]
+    node = payloads.kube_node("n1", index=1)
+    releasing = payloads.task_info(payloads.volcano_job_pod("old", 0, node_name="n1", deleting=True))
+    pipelined = payloads.task_info(payloads.volcano_job_pod("new", 0), status="Pipelined", node_name="n1")
+    info = payloads.node_info(node, [releasing, pipelined])
+    assert releasing["Status"] == releases.TASK_STATUS["Releasing"]
     assert info["Releasing"]["ScalarResources"]["huawei.com/ascend-1980"] == 8000
     assert info["Pipelined"]["ScalarResources"]["huawei.com/ascend-1980"] == 8000
     assert info["Idle"]["ScalarResources"]["huawei.com/ascend-1980"] == 0
@@ -352,7 +364,7 @@ def test_master_copies_the_pod_annotations_into_the_task() -> None:
 
 
 def test_a_node_carries_topology_labels_npu_capacity_five_conditions_and_at_most_fifty_images() -> None:
-    node = ev.kube_node("npu-0007-03", labels={"volcano.sh/tor": "leaf-0007"}, index=59)
+    node = payloads.kube_node("npu-0007-03", labels={"volcano.sh/tor": "leaf-0007"}, index=59)
     assert node["metadata"]["labels"]["volcano.sh/tor"] == "leaf-0007"
     assert node["status"]["capacity"]["huawei.com/ascend-1980"] == "8"
     assert node["status"]["allocatable"]["huawei.com/ascend-1980"] == "8"
@@ -366,10 +378,10 @@ def test_a_node_carries_topology_labels_npu_capacity_five_conditions_and_at_most
     assert node["status"]["daemonEndpoints"] == {"kubeletEndpoint": {"Port": 10250}}
     assert len(node["status"]["images"]) == 20
     assert all(len(i["names"]) == 2 for i in node["status"]["images"])
-    many = ev.kube_node("big", images=ev.NPU_NODE_IMAGES * 4)
+    many = payloads.kube_node("big", images=payloads.NPU_NODE_IMAGES * 4)
     assert len(many["status"]["images"]) == 50
     assert list(node) == ["metadata", "spec", "status"]
-    assert [k for k in ev.OBJECT_META_KEYS if k in node["metadata"]] == list(node["metadata"])
+    assert [k for k in releases.OBJECT_META_KEYS if k in node["metadata"]] == list(node["metadata"])
 
 
 @pytest.mark.parametrize(
@@ -383,14 +395,14 @@ def test_a_node_carries_topology_labels_npu_capacity_five_conditions_and_at_most
 def test_node_status_keeps_only_the_fields_the_vendored_k8s_api_knows(
     release: str, present: list[str], absent: list[str]
 ) -> None:
-    status = ev.kube_node("n", release=release)["status"]
+    status = payloads.kube_node("n", release=release)["status"]
     assert all(k in status for k in present)
     assert not any(k in status for k in absent)
-    assert ("swap" in status["nodeInfo"]) == ev.release_at_least(release, "1.13")
+    assert ("swap" in status["nodeInfo"]) == releases.release_at_least(release, "1.13")
 
 
 def test_volcano_job_pods_carry_the_controllers_names_labels_annotations_and_env() -> None:
-    pod17 = ev.volcano_job_pod("bert", 5, namespace="team-a", queue="train", release="1.7")
+    pod17 = payloads.volcano_job_pod("bert", 5, namespace="team-a", queue="train", release="1.7")
     meta = pod17["metadata"]
     assert meta["name"] == "bert-worker-5"
     assert meta["labels"]["volcano.sh/job-name"] == "bert"
@@ -404,28 +416,28 @@ def test_volcano_job_pods_carry_the_controllers_names_labels_annotations_and_env
     assert meta["ownerReferences"][0]["kind"] == "Job"
     env = {e["name"]: e.get("value") for e in pod17["spec"]["containers"][0]["env"]}
     assert env["VC_TASK_INDEX"] == env["VK_TASK_INDEX"] == "5"
-    pod110 = ev.volcano_job_pod("bert", 5, release="1.10")["metadata"]
+    pod110 = payloads.volcano_job_pod("bert", 5, release="1.10")["metadata"]
     assert pod110["annotations"]["volcano.sh/task-index"] == "5"
     assert pod110["labels"]["volcano.sh/task-index"] == "5"
     assert pod110["annotations"]["volcano.sh/job-retry-count"] == "0"
 
 
 def test_running_pods_have_status_conditions_and_pending_pods_only_a_phase() -> None:
-    running = ev.volcano_job_pod("bert", 0, node_name="n1", node_ip="10.0.0.1")
+    running = payloads.volcano_job_pod("bert", 0, node_name="n1", node_ip="10.0.0.1")
     assert running["spec"]["nodeName"] == "n1"
     assert [c["type"] for c in running["status"]["conditions"]][-1] == "PodScheduled"
     assert running["status"]["phase"] == "Running"
-    pending = ev.volcano_job_pod("bert", 0)
+    pending = payloads.volcano_job_pod("bert", 0)
     assert "nodeName" not in pending["spec"]
     assert pending["status"] == {"phase": "Pending", "qosClass": "Guaranteed"}
-    assert ev.task_info(pending)["Status"] == ev.TASK_STATUS["Pending"]
-    assert ev.task_info(running)["Status"] == ev.TASK_STATUS["Running"]
+    assert payloads.task_info(pending)["Status"] == releases.TASK_STATUS["Pending"]
+    assert payloads.task_info(running)["Status"] == releases.TASK_STATUS["Running"]
 
 
-@pytest.mark.parametrize("kind", ev.DAEMONSET_KINDS)
+@pytest.mark.parametrize("kind", payloads.DAEMONSET_KINDS)
 def test_daemonset_pods_are_node_tasks_without_a_job(kind: str) -> None:
-    pod = ev.daemonset_pod(kind, "npu-1", "10.0.0.9")
-    task = ev.task_info(pod)
+    pod = payloads.daemonset_pod(kind, "npu-1", "10.0.0.9")
+    task = payloads.task_info(pod)
     assert task["Job"] == ""
     assert task["NodeName"] == "npu-1"
     assert pod["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][
@@ -445,12 +457,12 @@ def test_daemonset_pods_are_node_tasks_without_a_job(kind: str) -> None:
     ],
 )
 def test_quantities_convert_as_resource_quantity_milli_value(text: str, milli: int) -> None:
-    assert ev.quantity_milli_value(text) == milli
+    assert payloads.quantity_milli_value(text) == milli
 
 
 def test_a_malformed_quantity_names_the_expected_form() -> None:
     with pytest.raises(ValueError, match="Kubernetes quantity"):
-        ev.parse_quantity("lots")
+        payloads.parse_quantity("lots")
 
 
 # --------------------------------------------------------------------------------------------- synthetic clusters
@@ -465,7 +477,7 @@ def test_stamped_cluster_objects_equal_what_the_builders_make(release: str) -> N
             pod = task["Pod"]
             meta = pod["metadata"]
             if meta["namespace"] == "team-a":
-                built = ev.volcano_job_pod(
+                built = payloads.volcano_job_pod(
                     meta["labels"]["volcano.sh/job-name"],
                     int(meta["name"].rsplit("-", 1)[1]),
                     namespace="team-a",
@@ -475,29 +487,31 @@ def test_stamped_cluster_objects_equal_what_the_builders_make(release: str) -> N
                     release=release,
                 )
             else:
-                kind = next(k for k in ev.DAEMONSET_KINDS if meta["name"].startswith(k))
-                built = ev.daemonset_pod(kind, info["Name"], pod["status"]["hostIP"], release=release)
+                kind = next(k for k in payloads.DAEMONSET_KINDS if meta["name"].startswith(k))
+                built = payloads.daemonset_pod(kind, info["Name"], pod["status"]["hostIP"], release=release)
             assert built == pod
-            assert ev.task_info(built, release=release) == task
+            assert payloads.task_info(built, release=release) == task
             tasks.append(task)
-        node = ev.kube_node(
+        node = payloads.kube_node(
             info["Name"], labels={"volcano.sh/tor": f"leaf-{index // 8:04d}"}, index=index, release=release
         )
-        assert ev.node_info(node, tasks, release=release, image_nodes=24) == info
+        assert payloads.node_info(node, tasks, release=release, image_nodes=24) == info
 
 
 def test_raw_clusters_serialise_to_the_same_bytes_as_parsed_ones() -> None:
-    parsed = ev.synthetic_cluster(16, release="1.14", seed=5)
-    raw = ev.synthetic_cluster(16, release="1.14", seed=5, raw=True)
-    assert ev.go_json(parsed.on_session_open_request(), "1.14") == ev.go_json(raw.on_session_open_request(), "1.14")
-    assert ev.go_json(parsed.prioritize_request(), "1.14") == ev.go_json(raw.prioritize_request(), "1.14")
+    parsed = payloads.synthetic_cluster(16, release="1.14", seed=5)
+    raw = payloads.synthetic_cluster(16, release="1.14", seed=5, raw=True)
+    assert payloads.go_json(parsed.on_session_open_request(), "1.14") == payloads.go_json(
+        raw.on_session_open_request(), "1.14"
+    )
+    assert payloads.go_json(parsed.prioritize_request(), "1.14") == payloads.go_json(raw.prioritize_request(), "1.14")
 
 
 def test_a_cluster_has_the_requested_share_of_busy_nodes_and_a_pending_gang() -> None:
-    cluster = ev.synthetic_cluster(50, busy_fraction=0.6, pending_job_size=6)
+    cluster = payloads.synthetic_cluster(50, busy_fraction=0.6, pending_job_size=6)
     assert len(cluster.free_nodes) == 20
     assert len(cluster.pending_tasks) == 6
-    assert all(t["Status"] == ev.TASK_STATUS["Pending"] for t in cluster.pending_tasks)
+    assert all(t["Status"] == releases.TASK_STATUS["Pending"] for t in cluster.pending_tasks)
     free = cluster.prioritize_request(free_only=True)
     assert [n["Name"] for n in free["nodes"]] == list(cluster.free_nodes)
 
@@ -507,18 +521,18 @@ def test_a_cluster_has_the_requested_share_of_busy_nodes_and_a_pending_gang() ->
 
 @pytest.mark.parametrize("release", RELEASES)
 @pytest.mark.parametrize("ignorable", [True, False])
-@pytest.mark.parametrize("body", [ev.UNIVERSAL_PREDICATE_PASS, b"{}", b"null", b'{"status": null}  trailing junk'])
+@pytest.mark.parametrize("body", [volcano.UNIVERSAL_PREDICATE_PASS, b"{}", b"null", b'{"status": null}  trailing junk'])
 def test_the_universal_pass_answers_pass_in_every_release(release: str, ignorable: bool, body: bytes) -> None:
-    outcome = ev.decode_predicate_response(release, body, ignorable)
+    outcome = volcano.decode_predicate_response(release, body, ignorable)
     assert outcome.passes
     assert outcome.error is None
 
 
 @pytest.mark.parametrize("release", RELEASES)
 def test_the_hybrid_fail_answer_fails_everywhere_when_errors_are_not_ignorable(release: str) -> None:
-    body = ev.encode_predicate_fail_everywhere("node full")
-    assert not ev.decode_predicate_response(release, body, False).passes
-    assert ev.decode_predicate_response(release, body, True).passes == ev.release_at_least(release, "1.10")
+    body = volcano.encode_predicate_fail_everywhere("node full")
+    assert not volcano.decode_predicate_response(release, body, False).passes
+    assert volcano.decode_predicate_response(release, body, True).passes == releases.release_at_least(release, "1.10")
 
 
 def test_no_answer_fails_in_every_release_when_errors_are_ignorable() -> None:
@@ -533,46 +547,46 @@ def test_no_answer_fails_in_every_release_when_errors_are_ignorable() -> None:
                     if value is not None:
                         body[key] = value
                 encoded = json.dumps(body).encode()
-                failing = [not ev.decode_predicate_response(r, encoded, True).passes for r in RELEASES]
+                failing = [not volcano.decode_predicate_response(r, encoded, True).passes for r in RELEASES]
                 assert not all(failing), body
 
 
 def test_v1_7_reads_only_error_message() -> None:
-    fail = ev.decode_predicate_response("1.7", b'{"errorMessage": "no NPUs", "status": "x", "code": 3}', False)
+    fail = volcano.decode_predicate_response("1.7", b'{"errorMessage": "no NPUs", "status": "x", "code": 3}', False)
     assert (fail.passes, fail.code, fail.reason) == (False, None, "no NPUs")
-    assert ev.decode_predicate_response("1.7", b'{"status": "full", "code": 2}', False).passes
+    assert volcano.decode_predicate_response("1.7", b'{"status": "full", "code": 2}', False).passes
 
 
 def test_v1_8_and_v1_9_fail_on_any_status_with_code_one_to_five_and_drop_its_reason() -> None:
     for code, passes in ((0, True), (1, False), (2, False), (3, False), (5, False), (6, True), (-1, True)):
         body = json.dumps({"status": [{"Code": code, "Reason": "full"}]}).encode()
-        outcome = ev.decode_predicate_response("1.8", body, False, task="ns/p-0", node="n1")
+        outcome = volcano.decode_predicate_response("1.8", body, False, task="ns/p-0", node="n1")
         assert outcome.passes is passes, code
         if not passes:
             assert outcome.code == code
             assert outcome.reason.endswith("for task <ns/p-0> on node <n1>, status is not success")
-    assert ev.decode_predicate_response("1.9", b'{"status": [null, {"Code": 0}]}', False).passes
+    assert volcano.decode_predicate_response("1.9", b'{"status": [null, {"Code": 0}]}', False).passes
 
 
 def test_v1_10_and_later_turn_code_zero_into_error_and_ignore_codes_outside_one_to_five() -> None:
-    zero = ev.decode_predicate_response("1.10", b'{"status": "full", "code": 0}', False)
+    zero = volcano.decode_predicate_response("1.10", b'{"status": "full", "code": 0}', False)
     assert (zero.passes, zero.code, zero.reason) == (False, 1, "full")
-    three = ev.decode_predicate_response("1.16", b'{"status": "no NPUs", "code": 3}', False)
+    three = volcano.decode_predicate_response("1.16", b'{"status": "no NPUs", "code": 3}', False)
     assert (three.passes, three.code) == (False, 3)
-    assert ev.decode_predicate_response("1.12", b'{"status": "full", "code": 7}', False).passes
+    assert volcano.decode_predicate_response("1.12", b'{"status": "full", "code": 7}', False).passes
 
 
 def test_keys_match_case_insensitively_like_go() -> None:
-    assert ev.decode_predicate_response("1.10", b'{"Status": "full", "CODE": 2}', False).code == 2
-    assert not ev.decode_predicate_response("1.7", b'{"ERRORMESSAGE": "full"}', False).passes
-    assert not ev.decode_predicate_response("1.8", b'{"status": [{"code": 2, "reason": "x"}]}', False).passes
+    assert volcano.decode_predicate_response("1.10", b'{"Status": "full", "CODE": 2}', False).code == 2
+    assert not volcano.decode_predicate_response("1.7", b'{"ERRORMESSAGE": "full"}', False).passes
+    assert not volcano.decode_predicate_response("1.8", b'{"status": [{"code": 2, "reason": "x"}]}', False).passes
 
 
 @pytest.mark.parametrize("release", RELEASES)
 def test_a_list_where_a_string_is_expected_is_a_decode_error_handled_by_ignorable(release: str) -> None:
     body = b'{"status": [{"Code": 2, "Reason": "full"}]}'
-    ignored = ev.decode_predicate_response(release, body, True)
-    strict = ev.decode_predicate_response(release, body, False)
+    ignored = volcano.decode_predicate_response(release, body, True)
+    strict = volcano.decode_predicate_response(release, body, False)
     if release in ("1.8", "1.9"):
         assert (ignored.passes, ignored.error) == (False, None)
     elif release == "1.7":
@@ -587,36 +601,38 @@ def test_a_list_where_a_string_is_expected_is_a_decode_error_handled_by_ignorabl
     "body", [b"", b"   ", b'{"status": "x"', b"\xef\xbb\xbf{}", b"[]", b'"full"', b'{"code": 2.0, "status": ""}']
 )
 def test_empty_truncated_and_mistyped_bodies_are_errors(body: bytes) -> None:
-    outcome = ev.decode_predicate_response("1.12", body, True)
+    outcome = volcano.decode_predicate_response("1.12", body, True)
     assert outcome.passes
     assert outcome.error
-    strict = ev.decode_predicate_response("1.12", body, False)
+    strict = volcano.decode_predicate_response("1.12", body, False)
     assert (strict.passes, strict.code) == (False, 1)
 
 
 def test_a_string_code_is_a_type_error_while_a_null_status_is_a_no_op() -> None:
-    assert ev.decode_predicate_response("1.10", b'{"status": "x", "code": "2"}', True).error
-    assert ev.decode_predicate_response("1.10", b'{"status": null, "code": null}', False).passes
+    assert volcano.decode_predicate_response("1.10", b'{"status": "x", "code": "2"}', True).error
+    assert volcano.decode_predicate_response("1.10", b'{"status": null, "code": null}', False).passes
 
 
 def test_non_200_answers_are_errors_whatever_the_body() -> None:
-    outcome = ev.decode_predicate_response("1.10", b"{}", False, http_status=500)
+    outcome = volcano.decode_predicate_response("1.10", b"{}", False, http_status=500)
     assert not outcome.passes
     assert "code 500" in outcome.reason
-    assert ev.decode_predicate_response("1.10", b"{}", True, http_status=503).passes
+    assert volcano.decode_predicate_response("1.10", b"{}", True, http_status=503).passes
 
 
 def test_bodies_over_ten_mib_are_rejected_from_v1_12_only() -> None:
-    body = b'{"pad": "' + b"a" * ev.MAX_RESPONSE_BYTES + b'", "status": ""}'
-    assert ev.decode_predicate_response("1.11", body, False).passes
-    outcome = ev.decode_predicate_response("1.12", body, False)
+    body = b'{"pad": "' + b"a" * volcano.MAX_RESPONSE_BYTES + b'", "status": ""}'
+    assert volcano.decode_predicate_response("1.11", body, False).passes
+    outcome = volcano.decode_predicate_response("1.12", body, False)
     assert (outcome.passes, outcome.error) == (False, "http: request body too large")
 
 
 @pytest.mark.parametrize("release", RELEASES)
 def test_an_encoded_answer_is_read_back_by_its_release(release: str) -> None:
-    assert ev.decode_predicate_response(release, ev.encode_predicate_answer(release), False).passes
-    failed = ev.decode_predicate_response(release, ev.encode_predicate_answer(release, reason="full", code=3), False)
+    assert volcano.decode_predicate_response(release, volcano.encode_predicate_answer(release), False).passes
+    failed = volcano.decode_predicate_response(
+        release, volcano.encode_predicate_answer(release, reason="full", code=3), False
+    )
     assert not failed.passes
     if release not in ("1.8", "1.9"):
         assert failed.reason == "full"
@@ -626,17 +642,17 @@ def test_an_encoded_answer_is_read_back_by_its_release(release: str) -> None:
 
 def test_a_failing_answer_needs_a_failing_code() -> None:
     with pytest.raises(ValueError, match="failing status code"):
-        ev.encode_predicate_answer("1.12", reason="full", code=0)
+        volcano.encode_predicate_answer("1.12", reason="full", code=0)
     with pytest.raises(ValueError, match="failing status code"):
-        ev.encode_predicate_fail_everywhere("full", code=6)
+        volcano.encode_predicate_fail_everywhere("full", code=6)
 
 
 def test_explicit_node_resources_replace_the_derived_ones() -> None:
-    idle = ev.resource(milli_cpu=4000, memory=2**30, scalars={"huawei.com/ascend-1980": 3000})
-    info = ev.node_info(ev.kube_node("n1"), idle=idle)
+    idle = payloads.resource(milli_cpu=4000, memory=2**30, scalars={"huawei.com/ascend-1980": 3000})
+    info = payloads.node_info(payloads.kube_node("n1"), idle=idle)
     assert info["Idle"] == idle
     assert info["Used"]["ScalarResources"] is None
-    task = ev.task_info(ev.volcano_job_pod("bert", 0), job="team-a/other-group")
+    task = payloads.task_info(payloads.volcano_job_pod("bert", 0), job="team-a/other-group")
     assert task["Job"] == "team-a/other-group"
 
 
@@ -646,57 +662,57 @@ def test_a_null_or_missing_node_score_fails_the_prioritize_call_even_when_ignora
     release: str, ignorable: bool
 ) -> None:
     for body in (b'{"nodeScore": null, "errorMessage": ""}', b"{}", b'{"errorMessage": "busy", "nodeScore": {}}'):
-        outcome = ev.decode_prioritize_response(release, body, ignorable)
+        outcome = volcano.decode_prioritize_response(release, body, ignorable)
         assert outcome.effect == "call_failed"
-        assert ("panics" in outcome.consequence) == (not ev.release_at_least(release, "1.12"))
+        assert ("panics" in outcome.consequence) == (not releases.release_at_least(release, "1.12"))
 
 
 def test_an_empty_node_score_map_is_no_preference_and_null_scores_count_as_zero() -> None:
-    assert ev.decode_prioritize_response("1.7", b'{"nodeScore": {}}', False).scores == {}
-    scored = ev.decode_prioritize_response("1.16", b'{"nodeScore": {"a": 90, "b": null, "c": 1.5e2}}', False)
+    assert volcano.decode_prioritize_response("1.7", b'{"nodeScore": {}}', False).scores == {}
+    scored = volcano.decode_prioritize_response("1.16", b'{"nodeScore": {"a": 90, "b": null, "c": 1.5e2}}', False)
     assert scored.effect == "scored"
     assert scored.scores == {"a": 90.0, "b": 0.0, "c": 150.0}
 
 
 def test_duplicate_node_score_objects_merge_like_go_maps() -> None:
     body = b'{"nodeScore": {"a": 1, "b": 2}, "NodeScore": {"b": 5}}'
-    assert ev.decode_prioritize_response("1.12", body, False).scores == {"a": 1.0, "b": 5.0}
+    assert volcano.decode_prioritize_response("1.12", body, False).scores == {"a": 1.0, "b": 5.0}
 
 
 def test_a_string_score_is_a_send_error_that_ignorable_hides() -> None:
     body = b'{"nodeScore": {"a": "90"}}'
-    assert ev.decode_prioritize_response("1.12", body, True).effect == "ignored"
-    assert ev.decode_prioritize_response("1.12", body, False).effect == "call_failed"
+    assert volcano.decode_prioritize_response("1.12", body, True).effect == "ignored"
+    assert volcano.decode_prioritize_response("1.12", body, False).effect == "call_failed"
 
 
 def test_encoded_prioritize_answers_are_scored_by_every_release() -> None:
-    body = ev.encode_prioritize_answer({"n1": 100.0, "n2": 0.5})
+    body = volcano.encode_prioritize_answer({"n1": 100.0, "n2": 0.5})
     for release in RELEASES:
-        assert ev.decode_prioritize_response(release, body, False).scores == {"n1": 100.0, "n2": 0.5}
+        assert volcano.decode_prioritize_response(release, body, False).scores == {"n1": 100.0, "n2": 0.5}
 
 
 def test_event_answers_roll_back_on_error_message_or_unignored_errors() -> None:
-    assert ev.decode_event_handler_response("1.13", b'{"errorMessage": ""}', False).error is None
-    assert ev.decode_event_handler_response("1.13", b'{"errorMessage": "no plan"}', True).error == "no plan"
-    assert ev.decode_event_handler_response("1.14", b"[]", True).error is None
-    assert ev.decode_event_handler_response("1.14", b"[]", False).error
+    assert volcano.decode_event_handler_response("1.13", b'{"errorMessage": ""}', False).error is None
+    assert volcano.decode_event_handler_response("1.13", b'{"errorMessage": "no plan"}', True).error == "no plan"
+    assert volcano.decode_event_handler_response("1.14", b"[]", True).error is None
+    assert volcano.decode_event_handler_response("1.14", b"[]", False).error
     # A message decoded before a later type error still counts.
-    assert ev.decode_event_handler_response("1.16", b'{"errorMessage": "x", "errorMessage": 1}', True).error == "x"
+    assert volcano.decode_event_handler_response("1.16", b'{"errorMessage": "x", "errorMessage": 1}', True).error == "x"
     with pytest.raises(ValueError, match=r"1\.13"):
-        ev.decode_event_handler_response("1.12", b"{}", True)
+        volcano.decode_event_handler_response("1.12", b"{}", True)
 
 
 def test_a_failed_session_open_disables_the_extender_only_when_not_ignorable() -> None:
-    assert ev.on_session_open_outcome("1.7", 200, False) == "ok"
-    assert "no predicate" in ev.on_session_open_outcome("1.10", 500, False)
-    assert "continues" in ev.on_session_open_outcome("1.10", 500, True)
+    assert volcano.on_session_open_outcome("1.7", 200, False) == "ok"
+    assert "no predicate" in volcano.on_session_open_outcome("1.10", 500, False)
+    assert "continues" in volcano.on_session_open_outcome("1.10", 500, True)
 
 
 def test_the_answer_shape_table_names_three_predicate_shapes() -> None:
-    shapes = {ev.ANSWER_SHAPES[r]["predicate"] for r in RELEASES}
+    shapes = {volcano.ANSWER_SHAPES[r]["predicate"] for r in RELEASES}
     assert len(shapes) == 3
-    assert ev.ANSWER_SHAPES["1.12"]["event"] == ""
-    assert ev.ANSWER_SHAPES["1.13"]["event"]
+    assert volcano.ANSWER_SHAPES["1.12"]["event"] == ""
+    assert volcano.ANSWER_SHAPES["1.13"]["event"]
 
 
 # ----------------------------------------------------------------------------------------------- release detection
@@ -718,57 +734,57 @@ def test_the_answer_shape_table_names_three_predicate_shapes() -> None:
     ],
 )
 def test_a_predicate_request_tells_its_release_range(release: str, expected: tuple[str, str]) -> None:
-    request = ev.predicate_request(_pending_task(release), _busy_node(release))
-    assert ev.detect_release_range(request) == expected
-    as_json = json.loads(ev.go_json(request, release))
-    assert ev.detect_release_range(as_json) == expected
+    request = payloads.predicate_request(_pending_task(release), _busy_node(release))
+    assert detect_release_range(request) == expected
+    as_json = json.loads(payloads.go_json(request, release))
+    assert detect_release_range(as_json) == expected
 
 
 @pytest.mark.parametrize("release", RELEASES)
 def test_a_prioritize_request_tells_the_same_range_as_a_predicate_request(release: str) -> None:
     task, node = _pending_task(release), _busy_node(release)
-    assert ev.detect_release_range(ev.prioritize_request(task, [node, node])) == ev.detect_release_range(
-        ev.predicate_request(task, node)
+    assert detect_release_range(payloads.prioritize_request(task, [node, node])) == detect_release_range(
+        payloads.predicate_request(task, node)
     )
 
 
 def test_the_coarse_ranges_are_unambiguous_from_a_prioritize_request() -> None:
     def coarse(release: str) -> str:
-        found = ev.detect_release_range(ev.prioritize_request(_pending_task(release), [_busy_node(release)]))
+        found = detect_release_range(payloads.prioritize_request(_pending_task(release), [_busy_node(release)]))
         assert found
         low, high = found
         if high == "1.7":
             return "<1.8"
-        if ev.release_at_least(low, "1.8") and not ev.release_at_least(high, "1.10"):
+        if releases.release_at_least(low, "1.8") and not releases.release_at_least(high, "1.10"):
             return "1.8-1.9"
-        assert ev.release_at_least(low, "1.10")
+        assert releases.release_at_least(low, "1.10")
         return ">=1.10"
 
     assert [coarse(r) for r in RELEASES] == ["<1.8", "1.8-1.9", "1.8-1.9"] + [">=1.10"] * 7
 
 
 def test_onsessionopen_separates_v1_12_from_v1_13_by_the_queue_spec() -> None:
-    assert ev.detect_release_range(_cluster("1.12").on_session_open_request()) == ("1.12", "1.12")
-    assert ev.detect_release_range(_cluster("1.13").on_session_open_request()) == ("1.13", "1.13")
+    assert detect_release_range(_cluster("1.12").on_session_open_request()) == ("1.12", "1.12")
+    assert detect_release_range(_cluster("1.13").on_session_open_request()) == ("1.13", "1.13")
 
 
 def test_an_event_request_is_at_least_v1_13() -> None:
-    request = ev.event_handler_request(_pending_task("1.13"), release="1.13")
-    assert ev.detect_release_range(request) == ("1.13", "1.14")  # TaskInfo is the same in 1.12 - 1.14
-    assert ev.detect_release_range({"task": _pending_task("1.9")}) is None
+    request = payloads.event_handler_request(_pending_task("1.13"), release="1.13")
+    assert detect_release_range(request) == ("1.13", "1.14")  # TaskInfo is the same in 1.12 - 1.14
+    assert detect_release_range({"task": _pending_task("1.9")}) is None
 
 
 def test_requests_that_no_release_sends_are_not_recognised() -> None:
-    assert ev.detect_release_range({"pod": {}, "nodes": []}) is None
-    assert ev.detect_release_range({"task": {"name": "x"}, "node": {"name": "n"}}) is None
-    mixed = ev.predicate_request(_pending_task("1.7"), _busy_node("1.16"))
-    assert ev.detect_release_range(mixed) is None
+    assert detect_release_range({"pod": {}, "nodes": []}) is None
+    assert detect_release_range({"task": {"name": "x"}, "node": {"name": "n"}}) is None
+    mixed = payloads.predicate_request(_pending_task("1.7"), _busy_node("1.16"))
+    assert detect_release_range(mixed) is None
 
 
 # ------------------------------------------------------------------------------------ default scores and allocate
 
 
-def _npu_input(**overrides: Any) -> ev.ScoringInput:
+def _npu_input(**overrides: Any) -> volcano.ScoringInput:
     values: dict[str, Any] = {
         "task_cpu_milli": 176_000,
         "task_memory": 1400 * 2**30,
@@ -776,51 +792,51 @@ def _npu_input(**overrides: Any) -> ev.ScoringInput:
         "node_memory_allocatable": 1512 * 2**30,
     }
     values.update(overrides)
-    return ev.ScoringInput(**values)
+    return volcano.ScoringInput(**values)
 
 
 def test_least_allocated_on_an_empty_npu_node_is_hand_computed() -> None:
     # cpu: (190000 - 176000) * 100 // 190000 = 7; memory: (1512 - 1400) * 100 // 1512 = 7; (7*50 + 7*50) // 100
-    assert ev.least_allocated_score(_npu_input()) == 7
+    assert volcano.least_allocated_score(_npu_input()) == 7
     # BestEffort kube-proxy counts 100m / 200 MiB in NonZeroRequested.
     busy = _npu_input(node_cpu_nonzero_requested_milli=10_100, node_memory_nonzero_requested=200 * 2**20)
-    assert ev.least_allocated_score(busy) == (1 * 50 + 7 * 50) // 100
+    assert volcano.least_allocated_score(busy) == (1 * 50 + 7 * 50) // 100
 
 
 def test_balanced_allocation_is_one_minus_half_the_fraction_gap() -> None:
     # fractions 176/190 = 0.92632 and 1400/1512 = 0.92593: std 0.0002, int(99.98) truncates to 99
-    assert ev.balanced_allocation_score(_npu_input()) == 99
+    assert volcano.balanced_allocation_score(_npu_input()) == 99
     # cpu 95000/190000 = 0.5, memory 0: std 0.25 -> 75
     lopsided = _npu_input(task_cpu_milli=95_000, task_memory=0)
-    assert ev.balanced_allocation_score(lopsided) == 75
+    assert volcano.balanced_allocation_score(lopsided) == 75
 
 
 def test_image_locality_scores_a_present_training_image_at_the_maximum_and_a_missing_one_at_zero() -> None:
     present = _npu_input(task_images_on_node=[(24 * 2**30, 500)], total_nodes=1000)
-    assert ev.image_locality_score(present) == 100
-    assert ev.image_locality_score(_npu_input()) == 0
+    assert volcano.image_locality_score(present) == 100
+    assert volcano.image_locality_score(_npu_input()) == 0
     # 600 MiB on 60 % of nodes: 360 MiB -> 100 * (360 - 23) // (1000 - 23) = 34
     partial = _npu_input(task_images_on_node=[(600 * 2**20, 600)], total_nodes=1000)
-    assert ev.image_locality_score(partial) == 34
+    assert volcano.image_locality_score(partial) == 34
 
 
 def test_binpack_averages_cpu_and_memory_fill_and_zeroes_overflow_from_v1_8() -> None:
     inp = _npu_input(node_cpu_requested_milli=9_500, node_memory_requested=0)
     # cpu (9500 + 176000) / 190000 = 0.976..., memory 1400/1512 = 0.9259...
     expected = ((185_500 / 190_000) + (1400 / 1512)) / 2 * 100
-    assert ev.binpack_score(inp) == pytest.approx(expected)
+    assert volcano.binpack_score(inp) == pytest.approx(expected)
     overflow = _npu_input(node_cpu_requested_milli=20_000)
-    assert ev.binpack_score(overflow, "1.8") == 0.0
-    assert ev.binpack_score(overflow, "1.7") == pytest.approx((1400 / 1512) / 2 * 100)
+    assert volcano.binpack_score(overflow, "1.8") == 0.0
+    assert volcano.binpack_score(overflow, "1.7") == pytest.approx((1400 / 1512) / 2 * 100)
 
 
 def test_default_node_scores_apply_the_release_weights_and_v1_14_loses_image_locality() -> None:
     inp = _npu_input(task_images_on_node=[(24 * 2**30, 1000)], total_nodes=1000)
-    scores = ev.default_node_scores("1.13", inp)
+    scores = volcano.default_node_scores("1.13", inp)
     assert scores["nodeorder.imagelocality"] == 100.0
     assert scores["total"] == pytest.approx(sum(v for k, v in scores.items() if k != "total"))
-    assert ev.default_node_scores("1.14", inp)["nodeorder.imagelocality"] == 0.0
-    assert "binpack" not in ev.default_node_scores("1.13", inp, binpack=False)
+    assert volcano.default_node_scores("1.14", inp)["nodeorder.imagelocality"] == 0.0
+    assert "binpack" not in volcano.default_node_scores("1.13", inp, binpack=False)
 
 
 @given(
@@ -832,7 +848,7 @@ def test_default_node_scores_apply_the_release_weights_and_v1_14_loses_image_loc
 def test_least_requested_and_binpack_together_stay_within_two_points(
     cpu_used: int, mem_used: int, cpu_req: int, mem_req: int
 ) -> None:
-    inp = ev.ScoringInput(
+    inp = volcano.ScoringInput(
         task_cpu_milli=cpu_req,
         task_memory=mem_req,
         node_cpu_allocatable_milli=190_000,
@@ -842,18 +858,18 @@ def test_least_requested_and_binpack_together_stay_within_two_points(
     )
     if cpu_used + cpu_req > 190_000 or mem_used + mem_req > 1512 * 2**30:
         return  # not a candidate: resource fit fails first
-    total = ev.least_allocated_score(inp) + ev.binpack_score(inp)
+    total = volcano.least_allocated_score(inp) + volcano.binpack_score(inp)
     assert 98.0 < total <= 100.0 + 1e-9
 
 
 def test_max_score_spread_sums_plugin_ranges_and_the_coupled_bound() -> None:
-    spread = ev.max_score_spread("1.16")
+    spread = volcano.max_score_spread("1.16")
     assert spread.independent == 350.0  # 100 least + 50 balanced + 100 image + 100 binpack
     assert spread.coupled == 152.0  # least + binpack within 2, + 50 + 100
     assert spread.conditional["nodeorder.tainttoleration"] == 300.0
-    assert ev.max_score_spread("1.7").conditional["nodeorder.tainttoleration"] == 100.0
-    assert ev.max_score_spread("1.14").independent == 250.0
-    assert ev.max_score_spread("1.13", binpack=False).independent == 250.0
+    assert volcano.max_score_spread("1.7").conditional["nodeorder.tainttoleration"] == 100.0
+    assert volcano.max_score_spread("1.14").independent == 250.0
+    assert volcano.max_score_spread("1.13", binpack=False).independent == 250.0
 
 
 @pytest.mark.parametrize(
@@ -863,45 +879,45 @@ def test_max_score_spread_sums_plugin_ranges_and_the_coupled_bound() -> None:
 def test_feasible_node_cut_off_follows_calculate_num_of_feasible_nodes_to_find(
     n_nodes: int, v17: int, v19: int
 ) -> None:
-    assert ev.num_feasible_nodes_to_find(n_nodes, "1.7") == v17
-    assert ev.num_feasible_nodes_to_find(n_nodes, "1.8") == v17
-    assert ev.num_feasible_nodes_to_find(n_nodes, "1.9") == v19
-    assert ev.num_feasible_nodes_to_find(n_nodes, "1.16") == v19
+    assert volcano.num_feasible_nodes_to_find(n_nodes, "1.7") == v17
+    assert volcano.num_feasible_nodes_to_find(n_nodes, "1.8") == v17
+    assert volcano.num_feasible_nodes_to_find(n_nodes, "1.9") == v19
+    assert volcano.num_feasible_nodes_to_find(n_nodes, "1.16") == v19
 
 
 def test_a_predicate_pass_starts_at_the_rotating_index_and_stops_at_the_cut_off() -> None:
     feasible = [True, False, True, True, False, True]
-    assert ev.feasible_scan(feasible, 4, 2) == ([5, 0], 1)
-    assert ev.feasible_scan(feasible, 1, 10) == ([2, 3, 5, 0], 1)
-    assert ev.feasible_scan([], 0, 3) == ([], 0)
+    assert volcano.feasible_scan(feasible, 4, 2) == ([5, 0], 1)
+    assert volcano.feasible_scan(feasible, 1, 10) == ([2, 3, 5, 0], 1)
+    assert volcano.feasible_scan([], 0, 3) == ([], 0)
 
 
 def test_allocate_helpers_describe_candidate_lists_prioritize_calls_and_the_error_cache() -> None:
-    assert ev.candidate_lists("1.7") == ("idle_or_future_idle",)
-    assert ev.candidate_lists("1.8") == ("idle", "future_idle")
-    assert len(ev.candidate_lists("1.14")) == 4
-    assert not ev.prioritize_called(1)
-    assert ev.prioritize_called(2)
-    assert ev.predicate_error_cache_key("1.9", "ns/pg", "") == "ns/pg/"
-    assert ev.predicate_error_cache_key("1.10", "ns/pg", "") is None
-    assert ev.predicate_error_cache_key("1.10", "ns/pg", "worker") == "ns/pg/worker"
-    assert ev.select_best_node({}, random.Random(0).choice) is None
-    picks = {ev.select_best_node({"a": 5.0, "b": 5.0, "c": 1.0}, random.Random(s).choice) for s in range(20)}
+    assert volcano.candidate_lists("1.7") == ("idle_or_future_idle",)
+    assert volcano.candidate_lists("1.8") == ("idle", "future_idle")
+    assert len(volcano.candidate_lists("1.14")) == 4
+    assert not volcano.prioritize_called(1)
+    assert volcano.prioritize_called(2)
+    assert volcano.predicate_error_cache_key("1.9", "ns/pg", "") == "ns/pg/"
+    assert volcano.predicate_error_cache_key("1.10", "ns/pg", "") is None
+    assert volcano.predicate_error_cache_key("1.10", "ns/pg", "worker") == "ns/pg/worker"
+    assert volcano.select_best_node({}, random.Random(0).choice) is None
+    picks = {volcano.select_best_node({"a": 5.0, "b": 5.0, "c": 1.0}, random.Random(s).choice) for s in range(20)}
     assert picks == {"a", "b"}
-    assert all(fact.source for fact in ev.ALLOCATE_FACTS)
+    assert all(fact.source for fact in volcano.ALLOCATE_FACTS)
 
 
 def test_release_names_normalise_and_unknown_ones_are_refused() -> None:
-    assert ev.normalize_release("v1.14.3") == "1.14"
-    assert ev.normalize_release("master") == "1.16"
-    assert ev.normalize_release("v1.16.0-alpha.1") == "1.16"
+    assert releases.normalize_release("v1.14.3") == "1.14"
+    assert releases.normalize_release("master") == "1.16"
+    assert releases.normalize_release("v1.16.0-alpha.1") == "1.16"
     with pytest.raises(ValueError, match=r"1\.7"):
-        ev.normalize_release("1.6")
+        releases.normalize_release("1.6")
 
 
 def test_payloads_serialise_to_valid_json_with_go_key_order() -> None:
     request = _cluster("1.15").prioritize_request()
-    data = ev.go_json(request, "1.15")
+    data = payloads.go_json(request, "1.15")
     decoded = orjson.loads(data)
-    assert list(decoded["nodes"][0]) == list(ev.GO_FIELDS["1.15"]["NodeInfo"])
-    assert list(decoded["task"]) == list(ev.GO_FIELDS["1.15"]["TaskInfo"])
+    assert list(decoded["nodes"][0]) == list(releases.GO_FIELDS["1.15"]["NodeInfo"])
+    assert list(decoded["task"]) == list(releases.GO_FIELDS["1.15"]["TaskInfo"])

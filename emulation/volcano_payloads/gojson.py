@@ -11,7 +11,7 @@ from typing import Any, Final
 import orjson
 
 from planner import read_quantity
-from webhook.extender.volcano.releases import MASTER_RELEASE, RELEASE_GO, normalize_release
+from webhook.extender.volcano_releases import MASTER_RELEASE, RELEASE_GO, normalize_release
 
 # ------------------------------------------------------------------------------------------ Go encoding/json output
 

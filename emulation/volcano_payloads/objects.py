@@ -9,9 +9,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
+from emulation.volcano_payloads.gojson import quantity_milli_value, quantity_value
 from webhook.common.names import HOSTNAME_LABEL, NPU_RESOURCE
-from webhook.extender.volcano.gojson import quantity_milli_value, quantity_value
-from webhook.extender.volcano.releases import MASTER_RELEASE, RELEASE_K8S_API, JSONObject, normalize_release
+from webhook.extender.volcano_releases import MASTER_RELEASE, RELEASE_K8S_API, JSONObject, normalize_release
+from webhook.volcano_emulation.allocate_action import TRAINING_IMAGE_BYTES
 
 # ------------------------------------------------------------------------------------------ Kubernetes objects
 # Informer objects as kube-apiserver 1.36 returns them (empty TypeMeta, managedFields kept: Volcano's informers do
@@ -90,7 +91,7 @@ class ContainerImage:
 
 
 TRAINING_IMAGE: Final = ContainerImage(
-    "swr.cn-south-1.myhuaweicloud.com/ai-train/pytorch-ascend", "2.1.0-cann8.0", 24_817_294_336
+    "swr.cn-south-1.myhuaweicloud.com/ai-train/pytorch-ascend", "2.1.0-cann8.0", TRAINING_IMAGE_BYTES
 )
 NPU_NODE_IMAGES: Final[tuple[ContainerImage, ...]] = (
     TRAINING_IMAGE,

@@ -10,7 +10,7 @@ from typing import Any, Final, Literal
 
 import orjson
 
-from webhook.extender.volcano.releases import FAILING_CODES, RELEASES, STATUS_CODES, normalize_release, release_at_least
+from webhook.extender.volcano_releases import FAILING_CODES, RELEASES, STATUS_CODES, normalize_release, release_at_least
 
 # ------------------------------------------------------------------------------------- answers as Volcano reads them
 # extender.go send(): POST, then `resp.StatusCode != 200` is an error (body unread), else

@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Final
 
+from emulation.volcano_payloads.objects import DEFAULT_CREATED, fields_v1, managed_fields_entry, stable_uid
+from emulation.volcano_payloads.structs import ResourceValue, resource_of
 from webhook.common.names import (
     JDB_MAX_UNAVAILABLE_ANNOTATION,
     JDB_MIN_AVAILABLE_ANNOTATION,
@@ -12,8 +14,7 @@ from webhook.common.names import (
     VOLCANO_JOB_API_VERSION,
     VOLCANO_SCHEDULING_API_VERSION,
 )
-from webhook.extender.volcano.objects import DEFAULT_CREATED, fields_v1, managed_fields_entry, stable_uid
-from webhook.extender.volcano.releases import (
+from webhook.extender.volcano_releases import (
     GO_FIELDS,
     MASTER_RELEASE,
     TASK_STATUS,
@@ -22,7 +23,6 @@ from webhook.extender.volcano.releases import (
     normalize_release,
     release_at_least,
 )
-from webhook.extender.volcano.structs import ResourceValue, resource_of
 
 # ------------------------------------------------------------------------------- PodGroup, Queue, JobInfo, requests
 

@@ -5,7 +5,7 @@ Read from volcano-sh/volcano at v1.12.0, v1.13.0, v1.14.0, v1.14.3 and v1.15.1:
 `pkg/scheduler/plugins/network-topology-aware/network_topology_aware.go`, `pkg/scheduler/framework/session.go`
 (addClusterTopHyperNode, adjustNetworkTopologySpec), `pkg/scheduler/api/hyper_node_info.go` (GetLCAHyperNode),
 `pkg/scheduler/util/scheduler_helper.go` (FindHyperNodeForNode, FindJobTaskNumOfHyperNode). The allocate action
-that uses them (trying HyperNodes tier by tier) is emulated in `webhook.extender.simulation`.
+that uses them (trying HyperNodes tier by tier) is emulated in `webhook.volcano_emulation.allocate_action`.
 
 What differs by release:
 - 1.12: a hard job is tried in every HyperNode of the lowest tier that works; among those the sum of its

@@ -20,8 +20,8 @@ from webhook.admission.policy.network_topology import ClusterFacts, topology_fac
 from webhook.common.metrics import Metrics
 from webhook.common.settings import Settings
 from webhook.extender.app import ExtenderService
-from webhook.extender.simulation import SimJob, SimNode, VolcanoAllocate, VolcanoConfig, make_job
-from webhook.extender.volcano.network_topology import (
+from webhook.volcano_emulation.allocate_action import SimJob, SimNode, VolcanoAllocate, VolcanoConfig, make_job
+from webhook.volcano_emulation.network_topology import (
     Amounts,
     PluginArguments,
     SessionHyperNode,
