@@ -5,8 +5,6 @@ as the secret hashes and HCCL's reading of the written file say."""
 
 from __future__ import annotations
 
-import ipaddress
-
 import numpy as np
 import pytest
 
@@ -23,8 +21,8 @@ from planner import (
     switch_pools,
     tier_of_switch_name,
 )
-from tests.support import hccl_multi_qp
 from tests.support.placements import make_topology, worker_placement
+from tests.support.steering import followed_queue_pairs
 from tests.support.switch_hashes import Hop, declared, random_affine, samples
 
 
@@ -83,28 +81,14 @@ def test_a_learned_model_steers_every_queue_pair_onto_its_planned_spine(
     assert result.predicted.max_link_load == pytest.approx(plan.routes.bound)
 
     # every queue pair, followed through the secret hashes on the ports HCCL reads from the written file
-    cache = hccl_multi_qp.load(result.config_text())
-    routes, net = result.routes, result.network
-    assert routes is not None
     checked = 0
-    for step in routes.steps:
-        found = routes.assignment_for(step)
-        assert found is not None
-        spines, cores = found
-        rows, nics = np.nonzero(spines >= 0)
-        for row, nic in zip(rows.tolist(), nics.tolist(), strict=True):
-            pair, qp = divmod(row, routes.qps)
-            src, dst = int(step[pair, 0]), int(step[pair, 1])
-            src_ip, dst_ip = result.addresses[src][nic], result.addresses[dst][nic]
-            port = hccl_multi_qp.source_ports(cache, src_ip, dst_ip)[qp]
-            key = (int(ipaddress.IPv4Address(src_ip)), int(ipaddress.IPv4Address(dst_ip)), port)
-            leaf = net.leaf_names[net.server_leaf[src]]
-            spine = secrets[leaf](*key)
-            assert spine == spines[row, nic]
-            if cores[row, nic] >= 0:
-                pod = net.pod_names[net.server_pod[src]]
-                assert secrets[f"{pod}/spine-{spine}"](*key) == cores[row, nic]
-            checked += 1
+    for followed in followed_queue_pairs(result):
+        key = (followed.src, followed.dst, followed.sport)
+        assert secrets[followed.leaf_switch](*key) == followed.spine
+        if followed.spine_switch is not None:
+            assert secrets[followed.spine_switch](*key) == followed.core
+        checked += 1
     assert checked > 0
     if leaves_per_pod is not None:
-        assert any((c >= 0).any() for c in routes.cores), "the case has cross-pod queue pairs"
+        assert result.routes is not None
+        assert any((c >= 0).any() for c in result.routes.cores), "the case has cross-pod queue pairs"

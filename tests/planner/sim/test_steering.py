@@ -3,7 +3,6 @@ with the reference hash (the `crc` package, one 5-tuple at a time) on the file a
 
 from __future__ import annotations
 
-import ipaddress
 from typing import Any
 
 import numpy as np
@@ -30,6 +29,7 @@ from planner._hash_model import HASH_FUNCTIONS, BucketRule, HashFunction, Switch
 from planner.sim._hashing import bucket_of
 from tests.support import hccl_multi_qp
 from tests.support.placements import make_topology, worker_placement
+from tests.support.steering import followed_queue_pairs
 
 
 def _case(
@@ -49,52 +49,29 @@ def _model(leaf: HashSpec, spine: HashSpec | None = None) -> HashModel:
     return HashModel(tiers=tiers)
 
 
-def _reference_hop(spec: HashSpec, src: str, dst: str, sport: int, *, choices: int, tier: SwitchTier) -> int:
-    value = hash_output(spec, int(ipaddress.IPv4Address(src)), int(ipaddress.IPv4Address(dst)), sport)
+def _reference_hop(spec: HashSpec, src: int, dst: int, sport: int, *, choices: int, tier: SwitchTier) -> int:
+    value = hash_output(spec, src, dst, sport)
     members = len(spec.members) if spec.members is not None else choices
     bucket = bucket_of(spec, value, members)
     return next_hop_index(spec.members[bucket], tier) if spec.members is not None else bucket
 
 
 def _check_every_queue_pair(result: SteeringResult, model: HashModel) -> int:
-    """Read the written file as HCCL does and follow every planned queue pair with the reference hash."""
-    assert result.routes is not None
-    cache = hccl_multi_qp.load(result.config_text())
-    net = result.network
-    plan = result.baseline  # the pinned plan the ports were steered to
-    assert plan is not None
+    """Read the written file as HCCL does and follow every queue pair with the reference hash."""
     checked = 0
-    routes = result.routes
-    for step in routes.steps:
-        found = routes.assignment_for(step)
-        assert found is not None
-        spines, cores = found
-        rows, nics = np.nonzero(spines >= 0)
-        for row, nic in zip(rows.tolist(), nics.tolist(), strict=True):
-            pair, qp = divmod(row, routes.qps)
-            src, dst = int(step[pair, 0]), int(step[pair, 1])
-            src_ip, dst_ip = result.addresses[src][nic], result.addresses[dst][nic]
-            ports = hccl_multi_qp.source_ports(cache, src_ip, dst_ip)
-            assert len(ports) == routes.qps, "HCCL gets one port per planned queue pair"
-            leaf_a, leaf_b = net.server_leaf[src], net.server_leaf[dst]
-            leaf = net.leaf_names[leaf_a]
-            name = leaf if net.layout == "tor" else f"{leaf}/rail-{nic}"
-            switch = model.for_switch(name, "leaf")
-            assert switch is not None
-            assert isinstance(switch.hash, HashSpec)
-            choices = int(min(net.leaf_uplinks[leaf_a], net.leaf_uplinks[leaf_b]))
-            spine = _reference_hop(switch.hash, src_ip, dst_ip, ports[qp], choices=choices, tier="leaf")
-            assert spine == spines[row, nic]
-            if cores[row, nic] >= 0:
-                pod = net.pod_names[net.server_pod[src]]
-                spine_name = f"{pod}/spine-{spine}" if net.layout == "tor" else f"{pod}/rail-{nic}/spine-{spine}"
-                upper = model.for_switch(spine_name, "spine")
-                assert upper is not None
-                assert isinstance(upper.hash, HashSpec)
-                pods = (net.server_pod[src], net.server_pod[dst])
-                v = int(min(net.pod_uplinks[pods[0]], net.pod_uplinks[pods[1]]))
-                assert _reference_hop(upper.hash, src_ip, dst_ip, ports[qp], choices=v, tier="spine") == cores[row, nic]
-            checked += 1
+    for followed in followed_queue_pairs(result):
+        switch = model.for_switch(followed.leaf_switch, "leaf")
+        assert switch is not None
+        assert isinstance(switch.hash, HashSpec)
+        key = (followed.src, followed.dst, followed.sport)
+        assert _reference_hop(switch.hash, *key, choices=followed.choices, tier="leaf") == followed.spine
+        if followed.spine_switch is not None:
+            upper = model.for_switch(followed.spine_switch, "spine")
+            assert upper is not None
+            assert isinstance(upper.hash, HashSpec)
+            core = _reference_hop(upper.hash, *key, choices=followed.core_choices, tier="spine")
+            assert core == followed.core
+        checked += 1
     return checked
 
 
