@@ -149,12 +149,12 @@ class PodUpdater:
         """Deliveries still updating pods."""
         return sum(1 for d in self._deliveries.values() if d.task is not None and not d.task.done())
 
-    async def close(self) -> None:
-        """Cancel every running delivery and wait for them to end."""
+    def cancel(self) -> list[asyncio.Task[None]]:
+        """Cancel every running delivery; returns their tasks to wait for (with the controller's own)."""
         tasks = [d.task for d in self._deliveries.values() if d.task is not None and not d.task.done()]
         for task in tasks:
             task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
+        return tasks
 
     async def _deliver(self, job_key: str, delivery: _Delivery) -> None:
         pods = list(delivery.pending.values())

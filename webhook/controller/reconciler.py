@@ -251,7 +251,7 @@ class Controller:
         finally:
             if self.planning is not None:
                 self.planning.close()
-            await self.pod_updates.close()
+            tasks += self.pod_updates.cancel()
             for task in tasks:
                 task.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)

@@ -47,8 +47,11 @@ class DebouncedQueue:
             else:
                 timeout = None
             self._wake.clear()
+            # asyncio.timeout, not wait_for: on Python 3.11 wait_for returns the inner result when a cancel and a
+            # wake-up come in the same loop iteration, and the cancelled worker then never stops.
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), timeout=timeout)
+                async with asyncio.timeout(timeout):
+                    await self._wake.wait()
 
     def done(self, key: str) -> None:
         """Mark `key` processed (it runs again if it was added meanwhile)."""
