@@ -13,13 +13,15 @@ Needs RINGROUTE_E2E_KUBECONFIG of a cluster with Volcano and at least three Read
   pod is bound. In the second trial one node starts its pod late: that pod's annotation comes 8 s after its
   binding and its containers start 8 s late (an init container waits), so the table completes while that pod is
   still starting;
-- the table completes, the controller annotates the pods, and each kubelet rewrites its pod's file.
+- the table completes (with pinned routes steered by 2 queue pairs' source ports through a declared leaf hash), the
+  controller annotates the pods, and each kubelet rewrites its pod's files.
 
 Asserted for every pod: table completed -> training command started <= 5 s (the completion time is taken as the
 start of the last poll that still saw the table unfinished, so the figure errs long), RANK_AFTER_ACC and NODE_RANK
 as in ranks.env, its own table entry by rank, MASTER_ADDR the rank-0 pod's IP, WORLD_SIZE the table's
-server_count, and the table file byte-equal to the ConfigMap's. Node labels `ringroute-e2e.io/leaf` (the topology)
-are set for the test and removed afterwards.
+server_count, the table file byte-equal to the ConfigMap's, and HCCL_RDMA_QP_PORT_CONFIG_PATH pointing at a
+MultiQpSrcPort.cfg byte-equal to the ConfigMap's (which HCCL's parsing rules read with 2 ports a line). Node
+labels `ringroute-e2e.io/leaf` (the topology) are set for the test and removed afterwards.
 """
 
 from __future__ import annotations
@@ -46,12 +48,13 @@ from aiohttp import web
 
 from certs import ServingCertificates, generate_bundle
 from emulation.cluster import device_annotation
+from tests.support import hccl_multi_qp
 from tests.support.kustomize import VARIANTS, one, render
 from tests.support.tools import in_ci
 from webhook.admission.server import admission_app
 from webhook.common.metrics import Metrics
 from webhook.common.names import RANK_TABLE_VERSION_ANNOTATION
-from webhook.common.settings import ControllerSettings, Settings, TopologySettings
+from webhook.common.settings import ControllerSettings, PlanningSettings, Settings, TopologySettings
 from webhook.controller.run import run_controller
 from webhook.kube.client import CONFIGMAPS, JOBS, NODES, PODS, KubeError, KubeRepository, connect
 from webhook.kube.leader import LeaderElector
@@ -70,8 +73,10 @@ LOCK_WAIT_S = 600.0
 TRAINING = r"""
 now=$(adjtimex | awk '/tv_sec/ {s = $2} /tv_usec/ {u = $2} END {printf "%d.%06d", s, u}')
 sum=$(sha256sum "$RANK_TABLE_FILE" | cut -d " " -f 1)
+qp=${HCCL_RDMA_QP_PORT_CONFIG_PATH:-unset}
+qp_sum=$(sha256sum "$qp/MultiQpSrcPort.cfg" 2>/dev/null | cut -d " " -f 1)
 echo "ringroute-e2e started=$now pod=$POD_NAME rank=$RANK_AFTER_ACC node_rank=$NODE_RANK" \
-    "master=$MASTER_ADDR world=$WORLD_SIZE table=$RANK_TABLE_FILE table_sha256=$sum"
+    "master=$MASTER_ADDR world=$WORLD_SIZE table=$RANK_TABLE_FILE table_sha256=$sum qp=$qp qp_sha256=${qp_sum:-none}"
 trap "exit 0" TERM
 sleep 3600 &
 wait
@@ -122,16 +127,27 @@ def job_manifest(name: str, namespace: str, late_pod: str | None = None) -> Obj:
     }
 
 
-def e2e_settings(namespace: str) -> Settings:
+HASH_MODEL = """apiVersion: ringroute.io/v1alpha1
+kind: HashModel
+tiers:
+  leaf: {function: crc16-ccitt, seed: 0x1d0f, bucket: modulo}
+"""
+"""The leaves' ECMP hash as the settings declare it: pinned routes are steered by per-queue-pair source ports."""
+
+
+def e2e_settings(namespace: str, hash_model_file: Path) -> Settings:
     """Shipped defaults, but: no driver hostPaths (the kit's hosts have no Ascend driver, and a missing hostPath
-    would be created on the host), no nodeSelector, the topology from this test's leaf label, and the controller
-    limited to the test's namespace with its Lease there."""
+    would be created on the host), no nodeSelector, the topology from this test's leaf label, the controller
+    limited to the test's namespace with its Lease there, and pinned routes with 2 queue pairs steered through
+    HASH_MODEL (MultiQpSrcPort.cfg in the ConfigMap, HCCL_RDMA_QP_PORT_CONFIG_PATH from the launcher)."""
     defaults = Settings()
     profile = msgspec.structs.replace(defaults.profiles[0], host_path_volumes=(), node_selector=())
+    hash_model_file.write_text(HASH_MODEL, encoding="utf-8")
     return msgspec.structs.replace(
         defaults,
         profiles=(profile, *defaults.profiles[1:]),
-        topology=TopologySettings(label_keys=(LEAF_LABEL,)),
+        topology=TopologySettings(label_keys=(LEAF_LABEL,), hash_model_file=str(hash_model_file)),
+        planning=PlanningSettings(routing="pinned", qps_per_connection=2),
         controller=ControllerSettings(namespaces=(namespace,), lease_namespace=namespace),
     )
 
@@ -338,10 +354,12 @@ async def started_lines(
 
 
 @pytest.mark.parametrize("late", [False, True], ids=["together", "one-node-late"])
-async def test_training_starts_within_5_s_of_the_completed_table_with_the_right_ranks(late: bool) -> None:
+async def test_training_starts_within_5_s_of_the_completed_table_with_the_right_ranks(
+    late: bool, tmp_path: Path
+) -> None:
     async with cluster() as live:
         repo, namespace = live.repo, live.namespace
-        settings = e2e_settings(namespace)
+        settings = e2e_settings(namespace, tmp_path / "hash-model.yaml")
         metrics = Metrics()
         stop = asyncio.Event()
         controller = asyncio.create_task(
@@ -370,6 +388,8 @@ async def test_training_starts_within_5_s_of_the_completed_table_with_the_right_
                 pod_ips[pod] = stored["status"]["podIP"]
                 versions[pod] = stored["metadata"].get("annotations", {}).get(RANK_TABLE_VERSION_ANNOTATION)
             table_sha = hashlib.sha256(data["jobstart_hccl.json"].encode()).hexdigest()
+            ports_sha = hashlib.sha256(data["MultiQpSrcPort.cfg"].encode()).hexdigest()
+            report = json.loads(data["ringroute-plan.json"])
             delays = {pod: round(float(lines[pod]["started"]) - earliest, 3) for pod in pods}
             pods_updated_s = metrics.registry.get_sample_value("ringroute_rank_table_pods_updated_seconds_sum")
             print(
@@ -384,6 +404,7 @@ async def test_training_starts_within_5_s_of_the_completed_table_with_the_right_
                         "table_written_to_last_pod_updated_seconds": pods_updated_s,
                         "ranks": {pod: lines[pod]["rank"] for pod in pods},
                         "master": lines[pods[0]]["master"],
+                        "source_ports": report["steering"]["message"],
                     },
                     sort_keys=True,
                 )
@@ -403,6 +424,13 @@ async def test_training_starts_within_5_s_of_the_completed_table_with_the_right_
                 assert line["table"] == "/user/config/jobstart_hccl.json"
                 assert line["table_sha256"] == table_sha, f"{pod} read another table than the ConfigMap's"
                 assert versions[pod] == version, "the controller annotated the pod for this write"
+                assert line["qp"] == "/user/config", "the launcher pointed HCCL at the source ports"
+                assert line["qp_sha256"] == ports_sha, f"{pod} sees another MultiQpSrcPort.cfg than the ConfigMap's"
+            assert report["steering"]["mode"] == "steered", report["steering"]["message"]
+            assert report["steering"]["off_plan_queue_pairs"] == 0
+            cache = hccl_multi_qp.load(data["MultiQpSrcPort.cfg"])
+            assert cache, "cross-leaf connections have lines"
+            assert all(len(ports) == 2 for ports in cache.values())
             assert sorted(ranks.values()) == [str(r) for r in range(PODS_IN_JOB)]
             assert ranks[pods[0]] == "0", "rank 0 stays on task index 0"
         finally:
