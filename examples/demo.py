@@ -5,6 +5,8 @@
 3. Send the example jobs of examples/jobs/ as AdmissionReviews over HTTPS, verifying the server with the CA,
    the way the API server does: mutate first, apply the patch, then validate the result.
 4. Plan node ranks for a job placed on a generated two-tier network and print the metrics before and after.
+5. Deliver the same job's pinned routes to an ECMP fabric: per-queue-pair UDP source ports chosen through the
+   leaves' hash (MultiQpSrcPort.cfg), against ECMP and against ports spread without a hash model.
 """
 
 from __future__ import annotations
@@ -31,11 +33,18 @@ from certs import ServingCertificates, generate_bundle  # noqa: E402
 from emulation.admission import admission_review  # noqa: E402
 from planner import (  # noqa: E402
     Device,
+    HashModel,
+    HashSpec,
     Placement,
     Server,
+    SwitchHash,
+    Topology,
+    format_fraction,
+    format_load,
     generate_topology,
     metric_changes,
     plan_ranks,
+    steer_source_ports,
 )
 from webhook.admission.server import admission_app  # noqa: E402
 from webhook.common.metrics import Metrics  # noqa: E402
@@ -158,14 +167,19 @@ def scattered_job(name: str, nodes: list[str], cards: int = 8) -> Placement:
     return Placement(job_name=name, namespace="default", servers=servers)
 
 
-def planning_demo() -> None:
-    say("-- rank planning: 32 pods x 8 cards placed on free nodes of a 16-leaf two-tier Clos (8 nodes/leaf)")
+def demo_job() -> tuple[Placement, Topology]:
+    """32 pods x 8 cards on scattered free nodes of a 16-leaf two-tier Clos."""
     import random
 
     topology = generate_topology(leaves=16, servers_per_leaf=8)
     rng = random.Random(7)
     nodes = rng.sample(sorted(topology.paths), 32)  # a fragmented cluster: free nodes are scattered
-    placement = scattered_job("bert-32x8", nodes)
+    return scattered_job("bert-32x8", nodes), topology
+
+
+def planning_demo() -> None:
+    say("-- rank planning: 32 pods x 8 cards placed on free nodes of a 16-leaf two-tier Clos (8 nodes/leaf)")
+    placement, topology = demo_job()
     result = plan_ranks(placement, topology, "ring", "ecmp", rng=0, time_limit=2.0)
     before, after = result.before, result.after
     say(f"planner: {result.message} ({result.wall_time_s * 1000:.0f} ms); rank 0 stays on task index 0", 3)
@@ -174,6 +188,33 @@ def planning_demo() -> None:
     for change in metric_changes(before, after):
         name = f"{change.label} ({change.unit})" if change.unit else change.label
         say(f"{name:44} {change.before_text:>16} {change.after_text:>12} {change.bound_text:>8}", 3)
+    say()
+
+
+LEAF_HASH = HashModel(tiers={"leaf": SwitchHash(HashSpec("crc16-ccitt", seed=0x1D0F, bucket="modulo"))})
+"""The leaves' ECMP hash, as `ringroute fabric calibrate` would write it (a declared CRC-16 with a seed)."""
+
+
+def steering_demo() -> None:
+    say("-- the same job's pinned routes on an ECMP fabric: a UDP source port per queue pair (4 per connection)")
+    placement, topology = demo_job()
+    pinned = plan_ranks(placement, topology, "ring", "pinned", qps=4, rng=0, time_limit=2.0)
+    ecmp = plan_ranks(placement, topology, "ring", "ecmp", qps=4, rng=0, time_limit=2.0)
+    spread = steer_source_ports(placement, topology, ecmp, None)  # no hash model: ports spread for entropy
+    steered = steer_source_ports(placement, topology, pinned, LEAF_HASH)
+    assert spread.predicted is not None
+    assert spread.baseline is not None
+    assert steered.predicted is not None
+    say(f"{'delivery':68} {'max link load':>14} {'ring busbw':>11}", 3)
+    for label, evaluation in (
+        ("ECMP, 1 queue pair per connection (mean over hash seeds)", spread.baseline),
+        ("ECMP, 4 queue pairs on spread ports, no hash model (mean)", spread.predicted),
+        ("4 queue pairs steered through the leaves' hash (MultiQpSrcPort.cfg)", steered.predicted),
+    ):
+        say(f"{label:68} {format_load(evaluation.max_link_load):>14} {format_fraction(evaluation.ring_busbw):>11}", 3)
+    held = "every queue pair on its planned spine" if steered.off_plan == 0 else f"{steered.off_plan} rerouted"
+    first = steered.config_text().splitlines()[2]  # after the two comment lines
+    say(f"MultiQpSrcPort.cfg: {steered.lines} address pairs, {held}; the first: {first}", 3)
     say()
 
 
@@ -201,6 +242,7 @@ async def main() -> int:
         say("server stopped")
         say()
     planning_demo()
+    steering_demo()
     return 0
 
 

@@ -308,3 +308,26 @@ def test_readme_numbers_are_what_the_demo_prints() -> None:
         rows["ring bus bandwidth (of line rate)"],
     )
     assert list(found.groups()) == [*cross, *load[:2], load[2], *busbw[:2]]
+
+
+def test_readme_steering_numbers_are_what_the_demo_prints() -> None:
+    sys.path.insert(0, str(ROOT / "examples"))
+    try:
+        import demo
+    finally:
+        sys.path.remove(str(ROOT / "examples"))
+    buffer = io.StringIO()
+    with contextlib.redirect_stdout(buffer):
+        demo.steering_demo()
+    printed = buffer.getvalue()
+    busbw = [line.split()[-1] for line in printed.splitlines() if line.strip().startswith(("ECMP,", "4 queue pairs"))]
+    readme = " ".join((ROOT / "README.md").read_text(encoding="utf-8").split())
+    found = re.search(
+        r"ring bus bandwidth ([\d.]+) under ECMP, ([\d.]+) with ports spread without a hash model \(expected\), "
+        r"([\d.]+) with ports steered",
+        readme,
+    )
+    assert found is not None
+    assert list(found.groups()) == busbw
+    assert busbw[-1] == "1.000", "steering delivers the pinned plan"
+    assert "every queue pair on its planned spine" in printed
