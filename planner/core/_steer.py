@@ -35,6 +35,7 @@ from planner.sim._pinning import pin_routes
 from planner.sim._route_plan import RoutePlan
 from planner.sim._steering import (
     DEFAULT_PORT_RANGE,
+    CompiledModel,
     QueuePairTargets,
     SourcePorts,
     SwitchUse,
@@ -264,9 +265,10 @@ def steer_source_ports(
         routes = plan.routes if plan.routes is not None and plan.routes.qps == q else None
         if routes is None:
             routes = pin_routes(network, pattern_steps(order, plan.pattern), qps=q)
-        steered = _steer(request, routes, numeric, model)
+        compiled = CompiledModel(model)  # one compilation for the search, the rerouting and the prediction
+        steered = _steer(request, routes, numeric, compiled)
         if not isinstance(steered, str):
-            return _steered(request, plan, routes, model, (numeric, *steered))
+            return _steered(request, plan, routes, compiled, (numeric, *steered))
         fallback = steered
     if q == 1:
         why = fallback or "one queue pair per connection and no hash model: HCCL's default applies"
@@ -278,7 +280,7 @@ def _steered(
     request: _Request,
     plan: PlanResult,
     routes: RoutePlan,
-    model: HashModel,
+    model: CompiledModel,
     found: tuple[np.ndarray, QueuePairTargets, SourcePorts, tuple[SwitchUse, ...]],
 ) -> SteeringResult:
     """The result of ports found for every queue pair: the routes the model gives them, and their loads."""
@@ -306,7 +308,7 @@ def _steered(
 
 
 def _steer(
-    request: _Request, routes: RoutePlan, addresses: np.ndarray, model: HashModel
+    request: _Request, routes: RoutePlan, addresses: np.ndarray, model: CompiledModel
 ) -> tuple[QueuePairTargets, SourcePorts, tuple[SwitchUse, ...]] | str:
     """Steered ports for every cross-leaf queue pair of `routes` (and the switches relied on), or the reason
     there are none."""

@@ -135,8 +135,9 @@ class SwitchUse:
     """Queue pairs of the plan that this switch chooses the next hop of."""
 
 
-class _Hashes:
-    """Compiled switch hashes by switch name, compiled once per distinct SwitchHash of the model."""
+class CompiledModel:
+    """A hash model's switch hashes, compiled on first use, once per distinct SwitchHash: one of these serves the
+    port search, the rerouting and the hashed routes of a plan (a learned model has a hash per switch)."""
 
     def __init__(self, model: HashModel) -> None:
         self.model = model
@@ -147,7 +148,7 @@ class _Hashes:
         switch = self.model.for_switch(name, tier)
         if switch is None:
             return None
-        found = self._compiled.get(id(switch))
+        found = self._compiled.get(id(switch))  # one SwitchHash is often every switch's (a tier default)
         if found is None:
             check_switch_hash(switch, tier, f"hash model: {name}")
             found = self._compiled[id(switch)] = compile_switch_hash(switch, tier)
@@ -260,7 +261,7 @@ def search_ports(
     network: JobNetwork,
     targets: QueuePairTargets,
     addresses: np.ndarray,
-    model: HashModel,
+    model: HashModel | CompiledModel,
     *,
     qps: int,
     port_range: tuple[int, int] = DEFAULT_PORT_RANGE,
@@ -278,7 +279,7 @@ def search_ports(
     n = targets.src.size
     ports = np.full(n, -1, dtype=np.int64)
     problems: list[str] = []
-    hashes = _Hashes(model)
+    hashes = model if isinstance(model, CompiledModel) else CompiledModel(model)
     hops = _hops(network, targets)
     src_ip = addresses[targets.src, targets.nic].astype(np.uint64)
     dst_ip = addresses[targets.dst, targets.nic].astype(np.uint64)
@@ -293,7 +294,7 @@ def search_ports(
         groups: dict[int, tuple[CompiledHash, list[int]]] = {}
         for name, named in by_name.items():
             compiled = hashes.get(name, hop.tier)
-            switch = model.for_switch(name, hop.tier)
+            switch = hashes.model.for_switch(name, hop.tier)
             source = "missing" if switch is None else switch.source
             uses.append(SwitchUse(name, hop.tier, source, switch.samples if switch else 0, len(named)))
             rows = hop.rows[named]
@@ -383,7 +384,7 @@ def reroute(
     search: PortSearch,
     *,
     addresses: np.ndarray,
-    model: HashModel,
+    model: HashModel | CompiledModel,
     port_range: tuple[int, int] = DEFAULT_PORT_RANGE,
 ) -> Rerouted:
     """Give every unreached queue pair the port whose route adds least to the busiest link of its steps.
@@ -425,7 +426,7 @@ def reroute(
     for k, members in enumerate(steps):
         for member in set(members.tolist()) & unreached:
             steps_of.setdefault(member, []).append(k)
-    hashes = _Hashes(model)
+    hashes = model if isinstance(model, CompiledModel) else CompiledModel(model)
     span = high - low + 1
     # Enough ports that every route a port can reach is offered by several (U x V routes, about span / (U x V)
     # ports each), far fewer than the whole range: a few milliseconds per queue pair.
@@ -493,7 +494,7 @@ class _RouteLinks:
 
 def _reachable(
     network: JobNetwork,
-    hashes: _Hashes,
+    hashes: CompiledModel,
     targets: QueuePairTargets,
     row: int,
     *,
@@ -590,14 +591,14 @@ def hashed_routes(
     steps: Sequence[np.ndarray],
     ports: SourcePorts,
     addresses: np.ndarray,
-    model: HashModel,
+    model: HashModel | CompiledModel,
 ) -> RoutePlan:
     """The spine and core every cross-leaf queue pair of `steps` takes with these ports under the hash model.
 
     Raises InputError naming a connection without a line, or a switch whose next hop the model cannot tell.
     """
     qps = ports.qps
-    hashes = _Hashes(model)
+    hashes = model if isinstance(model, CompiledModel) else CompiledModel(model)
     spines_out: list[np.ndarray] = []
     cores_out: list[np.ndarray] = []
     for step in steps:
@@ -637,7 +638,7 @@ def hashed_routes(
 
 
 def _next_hops(
-    hashes: _Hashes,
+    hashes: CompiledModel,
     names: list[str],
     tier: SwitchTier,
     tuples: tuple[np.ndarray, np.ndarray, np.ndarray],
@@ -677,6 +678,7 @@ def device_addresses(servers: Iterable[Sequence[str]], nics: int) -> np.ndarray:
 
 
 __all__ = [
+    "CompiledModel",
     "DEFAULT_PORT_RANGE",
     "MAX_QP_PORTS",
     "PortSearch",

@@ -279,7 +279,8 @@ def test_plan_page_shows_the_orders_and_the_switches(outputs: dict[str, Any]) ->
     assert "ECMP hashing cannot reach the bound of 1" in page.fields["bound"]
 
 
-def test_readme_numbers_are_what_the_demo_prints() -> None:
+def demo_output(step: str) -> str:
+    """What one step of examples/demo.py (`make demo`) prints."""
     sys.path.insert(0, str(ROOT / "examples"))
     try:
         import demo
@@ -287,8 +288,12 @@ def test_readme_numbers_are_what_the_demo_prints() -> None:
         sys.path.remove(str(ROOT / "examples"))
     buffer = io.StringIO()
     with contextlib.redirect_stdout(buffer):
-        demo.planning_demo()
-    printed = buffer.getvalue()
+        getattr(demo, step)()
+    return buffer.getvalue()
+
+
+def test_readme_numbers_are_what_the_demo_prints() -> None:
+    printed = demo_output("planning_demo")
     rows = {
         label: line.split()[-3:]
         for line in printed.splitlines()
@@ -311,15 +316,7 @@ def test_readme_numbers_are_what_the_demo_prints() -> None:
 
 
 def test_readme_steering_numbers_are_what_the_demo_prints() -> None:
-    sys.path.insert(0, str(ROOT / "examples"))
-    try:
-        import demo
-    finally:
-        sys.path.remove(str(ROOT / "examples"))
-    buffer = io.StringIO()
-    with contextlib.redirect_stdout(buffer):
-        demo.steering_demo()
-    printed = buffer.getvalue()
+    printed = demo_output("steering_demo")
     busbw = [line.split()[-1] for line in printed.splitlines() if line.strip().startswith(("ECMP,", "4 queue pairs"))]
     readme = " ".join((ROOT / "README.md").read_text(encoding="utf-8").split())
     found = re.search(

@@ -15,9 +15,7 @@ vc-scheduler's configuration (the file `RINGROUTE_E2E_SCHEDULER_CONF` names, els
 from __future__ import annotations
 
 import asyncio
-import base64
 import contextlib
-import copy
 import datetime as dt
 import json
 import os
@@ -35,7 +33,7 @@ from aiohttp import web
 
 from certs import ServingCertificates, generate_bundle
 from emulation.cluster import device_annotation
-from tests.support.kustomize import VARIANTS, one, render
+from tests.e2e.webhooks import registered_webhooks
 from webhook.admission.server import HANDLERS_KEY, admission_app
 from webhook.cli.cluster_facts import ClusterFactsWatch
 from webhook.common.metrics import Metrics
@@ -354,33 +352,10 @@ async def admission(repo: KubeRepository, settings: Settings, namespace: str) ->
         site = web.TCPSite(runner, "127.0.0.1", 0, ssl_context=certificates.ssl_context())
         await site.start()
         port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-        created: list[str] = []
         try:
-            for kind, plural in (
-                ("MutatingWebhookConfiguration", "mutatingwebhookconfigurations"),
-                ("ValidatingWebhookConfiguration", "validatingwebhookconfigurations"),
-            ):
-                configuration = copy.deepcopy(one(render(VARIANTS["base"]), kind, "ringroute"))
-                configuration["metadata"]["name"] = f"ringroute-{namespace}"
-                configuration["metadata"]["labels"]["app.kubernetes.io/version"] = "e2e"
-                for hook in configuration["webhooks"]:
-                    path = hook["clientConfig"]["service"]["path"]
-                    hook["clientConfig"] = {
-                        "url": f"https://127.0.0.1:{port}{path}",
-                        "caBundle": base64.b64encode(bundle.ca_cert_pem).decode(),
-                    }
-                    hook["namespaceSelector"] = {
-                        "matchExpressions": [
-                            {"key": "kubernetes.io/metadata.name", "operator": "In", "values": [namespace]}
-                        ]
-                    }
-                base = f"/apis/admissionregistration.k8s.io/v1/{plural}"
-                await repo._call(f"create {plural}", "POST", base, body=configuration)
-                created.append(f"{base}/{configuration['metadata']['name']}")
-            yield watch
+            async with registered_webhooks(repo, namespace, port, bundle.ca_cert_pem):
+                yield watch
         finally:
-            for path in created:
-                await repo._call("delete webhook configuration", "DELETE", path, missing_ok=True)
             stop.set()
             await asyncio.gather(watcher, return_exceptions=True)
             await runner.cleanup()

@@ -27,9 +27,7 @@ labels `ringroute-e2e.io/leaf` (the topology) are set for the test and removed a
 from __future__ import annotations
 
 import asyncio
-import base64
 import contextlib
-import copy
 import hashlib
 import json
 import os
@@ -48,8 +46,8 @@ from aiohttp import web
 
 from certs import ServingCertificates, generate_bundle
 from emulation.cluster import device_annotation
+from tests.e2e.webhooks import registered_webhooks
 from tests.support import hccl_multi_qp
-from tests.support.kustomize import VARIANTS, one, render
 from tests.support.tools import in_ci
 from webhook.admission.server import admission_app
 from webhook.common.metrics import Metrics
@@ -261,33 +259,10 @@ async def admission(repo: KubeRepository, settings: Settings, namespace: str) ->
         site = web.TCPSite(runner, "127.0.0.1", 0, ssl_context=certificates.ssl_context())
         await site.start()
         port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-        created: list[tuple[str, str]] = []
         try:
-            for kind, plural in (
-                ("MutatingWebhookConfiguration", "mutatingwebhookconfigurations"),
-                ("ValidatingWebhookConfiguration", "validatingwebhookconfigurations"),
-            ):
-                configuration = copy.deepcopy(one(render(VARIANTS["base"]), kind, "ringroute"))
-                configuration["metadata"]["name"] = f"ringroute-{namespace}"
-                configuration["metadata"]["labels"]["app.kubernetes.io/version"] = "e2e"
-                for hook in configuration["webhooks"]:
-                    path = hook["clientConfig"]["service"]["path"]
-                    hook["clientConfig"] = {
-                        "url": f"https://127.0.0.1:{port}{path}",
-                        "caBundle": base64.b64encode(bundle.ca_cert_pem).decode(),
-                    }
-                    hook["namespaceSelector"] = {
-                        "matchExpressions": [
-                            {"key": "kubernetes.io/metadata.name", "operator": "In", "values": [namespace]}
-                        ]
-                    }
-                base = f"/apis/admissionregistration.k8s.io/v1/{plural}"
-                await repo._call(f"create {plural}", "POST", base, body=configuration)
-                created.append((plural, f"{base}/{configuration['metadata']['name']}"))
-            yield
+            async with registered_webhooks(repo, namespace, port, bundle.ca_cert_pem):
+                yield
         finally:
-            for plural, path in created:
-                await repo._call(f"delete {plural}", "DELETE", path, missing_ok=True)
             await runner.cleanup()
 
 
