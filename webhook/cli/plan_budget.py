@@ -16,6 +16,7 @@ import math
 from typing import TYPE_CHECKING, Any
 
 from webhook.cli.errors import CommandError
+from webhook.common.settings import STEERING_TIME_LIMIT_S
 
 if TYPE_CHECKING:  # the planner's numeric half loads only when a command plans
     from planner import HashModel, Pattern, Placement, Routing, Topology
@@ -79,7 +80,7 @@ def budgeted_plan(
     time_limit: float,
     hash_model: HashModel | None = None,
     source_ports: tuple[int, int] | None = None,
-    steering_time_limit: float = 20.0,
+    steering_time_limit: float = STEERING_TIME_LIMIT_S,
 ) -> GradedPlan:
     """The plan within the budget of the flags (see the module's docstring), its pinned routes steered through
     `hash_model` by source ports from `source_ports`. Raises InputError for bad input."""

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
 from planner import DEFAULT_PORT_RANGE, Placement, Topology, plan_ranks, ring_order, steer_source_ports
+from webhook.common.settings import STEERING_TIME_LIMIT_S
 
 if TYPE_CHECKING:
     from planner import HashModel, Pattern, PlanResult, RingOrder, Routing, SteeringResult
@@ -147,7 +148,7 @@ def graded_plan(
     memory_limit: str = "the memory available",
     hash_model: HashModel | None = None,
     source_ports: tuple[int, int] = DEFAULT_PORT_RANGE,
-    steering_time_limit: float = 20.0,
+    steering_time_limit: float = STEERING_TIME_LIMIT_S,
 ) -> GradedPlan:
     """Plan at `start`, falling to the next cheaper level whenever a level runs out of memory.
 

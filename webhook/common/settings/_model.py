@@ -36,6 +36,8 @@ NAMESPACE_PATTERN = "^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$"
 """A Kubernetes namespace name: an RFC 1123 label."""
 NamespaceName = Annotated[str, msgspec.Meta(pattern=NAMESPACE_PATTERN)]
 """The name of a namespace."""
+STEERING_TIME_LIMIT_S = 20.0
+"""Default of `planning.steeringTimeLimitS` (also what planning without settings uses)."""
 Port = Annotated[int, msgspec.Meta(ge=1, le=65535)]
 """A TCP or UDP port number."""
 
@@ -192,7 +194,7 @@ class PlanningSettings(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     switches' ACLs let through); wider ranges give steering more ports to choose from."""
     time_limit_s: Positive = 2.0
     """Planner time budget per job."""
-    steering_time_limit_s: Positive = 20.0
+    steering_time_limit_s: Positive = STEERING_TIME_LIMIT_S
     """Time the source-port search may take per job (with a hash model): past it, the plan falls back to spread
     ports with a warning Event. 12,288 address pairs x 4 queue pairs of a 4,096-server ring take about 0.2 s;
     halving-doubling on 256 servers of a 3-tier fabric calibrated switch by switch about 8 s."""
