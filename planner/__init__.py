@@ -80,6 +80,19 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
     "planner.core._ring_order": ("RingOrder", "ring_order"),
     "planner.core._result": ("STATUS_MESSAGES", "PlanResult"),
     "planner.core._steer": ("SteeringResult", "steer_source_ports"),
+    "planner.core._fabric_load": ("check_one_fabric", "fabric_ledger", "resolve_nodes", "running_job_traffic"),
+    "planner.io._running_job": ("RouteRecord", "RunningJob", "read_running_job"),
+    "planner.sim._fabric": ("FabricLinks", "LinkBackground", "LinkName", "fabric_links"),
+    "planner.sim._ledger": (
+        "Delivery",
+        "FabricLedger",
+        "FabricReport",
+        "JobOutlook",
+        "JobShare",
+        "JobTraffic",
+        "LinkUse",
+        "job_traffic",
+    ),
     "planner.io._qp_ports": (
         "MAX_CONFIG_LINES",
         "QP_PORT_CONFIG_FILE",
@@ -161,6 +174,7 @@ if TYPE_CHECKING:
     )
     from planner._model import Device, Fabric, IgnoredPod, Layout, Pattern, Placement, Routing, Server, Topology
     from planner.core._baselines import BASELINES, baseline_order
+    from planner.core._fabric_load import check_one_fabric, fabric_ledger, resolve_nodes, running_job_traffic
     from planner.core._plan import plan_ranks
     from planner.core._result import STATUS_MESSAGES, PlanResult
     from planner.core._ring_order import RingOrder, ring_order
@@ -191,6 +205,7 @@ if TYPE_CHECKING:
         render_rank_table,
         render_ranks_env,
     )
+    from planner.io._running_job import RouteRecord, RunningJob, read_running_job
     from planner.io._topology_file import (
         check_fabric,
         dump_topology_file,
@@ -226,7 +241,18 @@ if TYPE_CHECKING:
         paired_difference,
         ring_cross_edges,
     )
+    from planner.sim._fabric import FabricLinks, LinkBackground, LinkName, fabric_links
     from planner.sim._hashing import compile_switch_hash, hash_output
+    from planner.sim._ledger import (
+        Delivery,
+        FabricLedger,
+        FabricReport,
+        JobOutlook,
+        JobShare,
+        JobTraffic,
+        LinkUse,
+        job_traffic,
+    )
     from planner.sim._loads import ecmp_max_loads, flow_rates, link_loads, max_link_loads, max_min_rates
     from planner.sim._network import LINK_TIER_LEAF, LINK_TIER_NIC, LINK_TIER_SPINE, JobNetwork, job_network
     from planner.sim._patterns import halving_doubling_sizes, halving_doubling_steps, lambda_star, ring_flows
@@ -271,6 +297,26 @@ def __dir__() -> list[str]:
 
 
 __all__ = [
+    # one fabric, many jobs: the running jobs' load on every link, and what it leaves for the next job
+    "Delivery",
+    "FabricLedger",
+    "FabricLinks",
+    "FabricReport",
+    "JobOutlook",
+    "JobShare",
+    "JobTraffic",
+    "LinkBackground",
+    "LinkName",
+    "LinkUse",
+    "RouteRecord",
+    "RunningJob",
+    "check_one_fabric",
+    "fabric_ledger",
+    "fabric_links",
+    "job_traffic",
+    "read_running_job",
+    "resolve_nodes",
+    "running_job_traffic",
     # source-port steering and MultiQpSrcPort.cfg
     "DEFAULT_PORT_RANGE",
     "MAX_CONFIG_LINES",

@@ -33,6 +33,7 @@ from planner.core._search import Search, objective
 from planner.core._tiebreak import TIEBREAK_MAX_SERVERS, simulated_choice
 from planner.core._validation import CheckedArguments, _plan_ranks_iv
 from planner.sim._evaluate import evaluate_order
+from planner.sim._fabric import LinkBackground
 from planner.sim._network import JobNetwork, job_network
 from planner.sim._patterns import pattern_steps
 from planner.sim._pinning import pin_routes
@@ -133,6 +134,8 @@ def plan_ranks(
     rng: int | np.random.Generator | None = None,
     time_limit: float = 2.0,
     fixed_ranks: Mapping[int, int] | None = None,
+    background: LinkBackground | None = None,
+    rotation: int = 0,
 ) -> PlanResult:
     """Plan the node ranks of a placed job for its network.
 
@@ -187,7 +190,10 @@ def plan_ranks(
             order = simulated_choice(search, network, checked, lambda _o: True)
     routes = None
     if checked.routing == "pinned":
-        routes = pin_routes(network, pattern_steps(order, checked.pattern), qps=checked.qps)
+        shared = background.on(network) if background is not None else None
+        routes = pin_routes(
+            network, pattern_steps(order, checked.pattern), qps=checked.qps, background=shared, rotation=rotation
+        )
     seeds = _report_seeds(network, checked.routing, checked.qps)
     after = evaluate_order(
         network,

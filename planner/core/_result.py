@@ -72,6 +72,7 @@ class PlanResult:
             "message": self.message,
             "wall_time_s": round(self.wall_time_s, 6),
             "order": [pods[s] for s in self.order],
+            "nodes": [placement.servers[s].node_name for s in self.order],
             "ranks": {pods[i]: rank for i, rank in enumerate(self.ranks)},
             "before": {"order": "pod-index", **self.before.to_dict(), "summary": summarise(self.before)},
             "after": {"order": "ringroute", **self.after.to_dict(), "summary": summarise(self.after)},

@@ -29,6 +29,7 @@ from planner._model import Placement, Topology
 from planner.core._result import PlanResult
 from planner.io._qp_ports import MAX_CONFIG_LINES, MAX_PORTS_PER_LINE, QpPortLine, render_qp_port_config
 from planner.sim._evaluate import OrderEvaluation, evaluate_order
+from planner.sim._fabric import LinkBackground
 from planner.sim._network import JobNetwork, job_network
 from planner.sim._patterns import pattern_steps
 from planner.sim._pinning import pin_routes
@@ -198,6 +199,8 @@ class _Request:
     max_lines: int
     seeds: int
     started: float
+    background: np.ndarray | None = None
+    """Other jobs' load (flows per link id of `network`) on a shared fabric, or None."""
 
     def result(self, mode: SteeringMode, message: str, fallback: str | None, **fields: Any) -> SteeringResult:
         return SteeringResult(
@@ -224,12 +227,14 @@ def steer_source_ports(
     time_limit: float = 10.0,
     max_lines: int = MAX_CONFIG_LINES,
     seeds: int = SPREAD_SEEDS,
+    background: LinkBackground | None = None,
 ) -> SteeringResult:
     """The source ports of a planned job's cross-leaf connections, steered by `model` onto `plan`'s pinned
     routes when it can, else spread (module docstring). `qps` defaults to the plan's; `rng` seeds the order
     ports are tried in (and spread ports); `time_limit` bounds the port search; `max_lines` caps the file
-    (HCCL reads 131,072 lines); `seeds` bounds the ECMP seeds of a spread expectation. Raises InputError for bad
-    arguments only.
+    (HCCL reads 131,072 lines); `seeds` bounds the ECMP seeds of a spread expectation. `background` (other jobs'
+    load on a shared fabric) is avoided by queue pairs no port takes onto their planned route. Raises InputError
+    for bad arguments only.
     """
     started = time.perf_counter()
     q = _steer_iv(placement, plan, qps, port_range, max_lines)
@@ -244,6 +249,7 @@ def steer_source_ports(
         max_lines,
         seeds,
         started,
+        background.on(network) if background is not None else None,
     )
     wants_steering = model is not None and not model.is_empty
     if placement.devices_per_server != network.nics:
@@ -264,7 +270,7 @@ def steer_source_ports(
         assert model is not None
         routes = plan.routes if plan.routes is not None and plan.routes.qps == q else None
         if routes is None:
-            routes = pin_routes(network, pattern_steps(order, plan.pattern), qps=q)
+            routes = pin_routes(network, pattern_steps(order, plan.pattern), qps=q, background=request.background)
         compiled = CompiledModel(model)  # one compilation for the search, the rerouting and the prediction
         steered = _steer(request, routes, numeric, compiled)
         if not isinstance(steered, str):
@@ -335,7 +341,14 @@ def _steer(
     if search.problems:
         return _listed(search.problems)
     rerouted = reroute(
-        network, routes, targets, search, addresses=addresses, model=model, port_range=request.port_range
+        network,
+        routes,
+        targets,
+        search,
+        addresses=addresses,
+        model=model,
+        port_range=request.port_range,
+        background=request.background,
     )
     if rerouted.problems:
         return _listed(rerouted.problems)

@@ -26,6 +26,7 @@ from scipy.sparse.csgraph import connected_components
 
 from planner._errors import InputError
 from planner.sim._colouring import limited_colouring
+from planner.sim._cross_flows import CROSS_FIELDS, CrossFlows, cross_flows
 from planner.sim._network import JobNetwork
 from planner.sim._patterns import check_flows, whole_flow_bound
 from planner.sim._route_plan import RoutePlan
@@ -43,6 +44,8 @@ def pin_routes(
     *,
     qps: int = 1,
     exact_time_limit: float = EXACT_TIME_LIMIT_S,
+    background: np.ndarray | None = None,
+    rotation: int = 0,
 ) -> RoutePlan:
     """Pin every cross-leaf flow of every step to a spine (and core) with the smallest max link load per step.
 
@@ -52,10 +55,19 @@ def pin_routes(
     whose load reaches λ* or that the exact solver finished (small steps; `exact_time_limit` seconds in total
     over all steps, 0 to skip it). With `qps` > 1 every queue pair of a flow (1/qps of it) is pinned on its own,
     so a flow may be split over spines: loads and bounds are then in flows, multiples of 1/qps.
+
+    `background` (flows per link id of `network`: other jobs' load on a shared fabric) pins around it instead
+    (`planner.sim._shared_pinning`): each step's largest total load over the links the job uses is minimised,
+    routes preferred by spine number offset by `rotation` among equals. `step_loads` and `max_load` stay the job's
+    own loads.
     """
     if qps < 1:
         raise InputError(f"qps: {qps} queue pairs per connection; use 1 or more")
     given = tuple(check_flows(network, s) for s in flow_steps)
+    if background is not None:
+        return _pin_shared(
+            network, given, qps=qps, background=background, rotation=rotation, exact_time_limit=exact_time_limit
+        )
     if qps == 1:
         return _pin(network, given, exact_time_limit)
     whole = _pin(network, tuple(np.repeat(s, qps, axis=0) for s in given), exact_time_limit)
@@ -79,7 +91,7 @@ def _pin(network: JobNetwork, all_steps: tuple[np.ndarray, ...], exact_time_limi
     for pairs in all_steps:
         distinct_of.append(first_of.setdefault((pairs.shape, pairs.tobytes()), len(first_of)))
     steps = tuple(all_steps[distinct_of.index(k)] for k in range(len(first_of)))
-    flows = _cross_flows(network, steps)
+    flows = cross_flows(network, steps)
     spine, core = _assign(network, flows)
     spines_out = [np.full((s.shape[0], network.nics), -1, dtype=np.int64) for s in steps]
     cores_out = [np.full((s.shape[0], network.nics), -1, dtype=np.int64) for s in steps]
@@ -102,7 +114,7 @@ def _pin(network: JobNetwork, all_steps: tuple[np.ndarray, ...], exact_time_limi
             continue
         bounds[i] = max(bounds[i], exact.lower_bound)
         if max(exact.max_load, nic_load) < loads[i]:
-            step_flows = _cross_flows(network, [pairs])
+            step_flows = cross_flows(network, [pairs])
             spines_out[i][step_flows.pair, step_flows.nic] = exact.spine
             cores_out[i][step_flows.pair, step_flows.nic] = exact.core
             loads[i] = max(exact.max_load, nic_load)
@@ -118,6 +130,36 @@ def _pin(network: JobNetwork, all_steps: tuple[np.ndarray, ...], exact_time_limi
     )
 
 
+def _pin_shared(
+    network: JobNetwork,
+    given: tuple[np.ndarray, ...],
+    *,
+    qps: int,
+    background: np.ndarray,
+    rotation: int,
+    exact_time_limit: float,
+) -> RoutePlan:
+    """`pin_routes` around other jobs' load: distinct steps pinned once, then the plan of those routes."""
+    from planner.sim._shared_pinning import pin_around
+
+    if background.shape != (network.num_links,):
+        raise InputError(f"background: {background.shape} loads for a network of {network.num_links} links")
+    first_of: dict[tuple[tuple[int, ...], bytes], int] = {}
+    distinct_of = [first_of.setdefault((s.shape, s.tobytes()), len(first_of)) for s in given]
+    distinct = [given[distinct_of.index(k)] for k in range(len(first_of))]
+    spines, cores = pin_around(
+        network,
+        tuple(np.repeat(s, qps, axis=0) for s in distinct),
+        background,
+        qps,
+        rotation=rotation,
+        exact_time_limit=exact_time_limit,
+    )
+    return routes_from_assignment(
+        network, given, [spines[k] for k in distinct_of], [cores[k] for k in distinct_of], qps
+    )
+
+
 def routes_from_assignment(
     network: JobNetwork,
     steps: Sequence[np.ndarray],
@@ -129,7 +171,7 @@ def routes_from_assignment(
     holds them), with the loads they give and each step's counting bound λ* (not a proven optimum)."""
     given = tuple(check_flows(network, s) for s in steps)
     whole = [np.repeat(s, qps, axis=0) for s in given]
-    flows = _cross_flows(network, whole)
+    flows = cross_flows(network, whole)
     spine_of = np.concatenate([np.asarray(s)[f.pair, f.nic] for s, f in _per_step(spines, flows, len(whole))])
     core_of = np.concatenate([np.asarray(c)[f.pair, f.nic] for c, f in _per_step(cores, flows, len(whole))])
     if (spine_of < 0).any():
@@ -149,12 +191,12 @@ def routes_from_assignment(
     )
 
 
-def _per_step(arrays: Sequence[np.ndarray], flows: _CrossFlows, steps: int) -> list[tuple[np.ndarray, _CrossFlows]]:
+def _per_step(arrays: Sequence[np.ndarray], flows: CrossFlows, steps: int) -> list[tuple[np.ndarray, CrossFlows]]:
     """Each step's array with the cross flows of that step (in `flows` order, which is step-major)."""
-    out: list[tuple[np.ndarray, _CrossFlows]] = []
+    out: list[tuple[np.ndarray, CrossFlows]] = []
     for k in range(steps):
         mine = flows.step == k
-        out.append((arrays[k], _CrossFlows(*(getattr(flows, f)[mine] for f in _CROSS_FIELDS))))
+        out.append((arrays[k], CrossFlows(*(getattr(flows, f)[mine] for f in CROSS_FIELDS))))
     return out
 
 
@@ -182,7 +224,7 @@ def _recolour_missed_steps(
     for i, pairs in enumerate(steps):
         if loads[i] <= bounds[i]:
             continue
-        step_flows = _cross_flows(network, [pairs])
+        step_flows = cross_flows(network, [pairs])
         attempts = min(RECOLOUR_ATTEMPTS, RECOLOUR_FLOW_BUDGET // max(step_flows.step.size, 1))
         nic_load = _nic_max_load(pairs)
         rng = np.random.default_rng(i)
@@ -205,7 +247,7 @@ def _nic_max_load(pairs: np.ndarray) -> int:
 
 
 def _pinned_step_loads(
-    network: JobNetwork, steps: Sequence[np.ndarray], flows: _CrossFlows, spine: np.ndarray, core: np.ndarray
+    network: JobNetwork, steps: Sequence[np.ndarray], flows: CrossFlows, spine: np.ndarray, core: np.ndarray
 ) -> list[int]:
     """Max link load (NIC and switch links) of every step under the given routes."""
     switches = len(network.leaf_names) * network.planes
@@ -231,60 +273,8 @@ def _pinned_step_loads(
 # -- pinning -----------------------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True, eq=False)
-class _CrossFlows:
-    """Every cross-leaf (step, pair, nic) flow of some steps, flattened, with its switches and pods."""
-
-    step: np.ndarray
-    pair: np.ndarray
-    nic: np.ndarray
-    plane: np.ndarray
-    out_switch: np.ndarray
-    """(step, tier-1 switch) vertex id of the source end."""
-    in_switch: np.ndarray
-    leaf_a: np.ndarray
-    leaf_b: np.ndarray
-    pod_a: np.ndarray
-    pod_b: np.ndarray
-
-    @property
-    def cross_pod(self) -> np.ndarray:
-        mask: np.ndarray = self.pod_a != self.pod_b
-        return mask
-
-
-_CROSS_FIELDS = ("step", "pair", "nic", "plane", "out_switch", "in_switch", "leaf_a", "leaf_b", "pod_a", "pod_b")
-
-
-def _cross_flows(network: JobNetwork, steps: Sequence[np.ndarray]) -> _CrossFlows:
-    nics, planes = network.nics, network.planes
-    counts = [s.shape[0] for s in steps]
-    step = np.repeat(np.arange(len(steps)), np.asarray(counts, dtype=np.int64) * nics)
-    pair = np.concatenate([np.repeat(np.arange(c), nics) for c in counts]) if steps else np.zeros(0, dtype=np.int64)
-    nic = np.tile(np.arange(nics), sum(counts))
-    pairs = np.concatenate(steps) if steps else np.zeros((0, 2), dtype=np.int64)
-    src = np.repeat(pairs[:, 0], nics)
-    dst = np.repeat(pairs[:, 1], nics)
-    sw_a, sw_b = network.tier1_switch(src, nic), network.tier1_switch(dst, nic)
-    cross = np.flatnonzero(sw_a != sw_b)
-    switches = len(network.leaf_names) * planes
-    plane = nic if network.layout == "rail" else np.zeros_like(nic)
-    return _CrossFlows(
-        step=step[cross],
-        pair=pair[cross],
-        nic=nic[cross],
-        plane=plane[cross],
-        out_switch=step[cross] * switches + sw_a[cross],
-        in_switch=step[cross] * switches + sw_b[cross],
-        leaf_a=network.server_leaf[src[cross]],
-        leaf_b=network.server_leaf[dst[cross]],
-        pod_a=network.server_pod[src[cross]],
-        pod_b=network.server_pod[dst[cross]],
-    )
-
-
 def _assign(
-    network: JobNetwork, flows: _CrossFlows, tie_break: np.ndarray | None = None
+    network: JobNetwork, flows: CrossFlows, tie_break: np.ndarray | None = None
 ) -> tuple[np.ndarray, np.ndarray]:
     """(spine, core) of every cross-leaf flow: spines by a pod-aware colouring, then cores per spine plane.
 
@@ -315,7 +305,7 @@ def _assign(
     return spine, core
 
 
-def _repair_pods(network: JobNetwork, flows: _CrossFlows, spine: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def _repair_pods(network: JobNetwork, flows: CrossFlows, spine: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Spines that keep every pod's cross-pod flows per spine within its core uplinks, and cores for them.
 
     Tier-1 colouring keeps each switch within λ per spine; a pod's cross-pod flows through spine j must also
@@ -375,7 +365,7 @@ def _repair_pods(network: JobNetwork, flows: _CrossFlows, spine: np.ndarray) -> 
 
 def _kempe_step(
     network: JobNetwork,
-    flows: _CrossFlows,
+    flows: CrossFlows,
     spine: np.ndarray,
     *,
     cross: np.ndarray,
@@ -464,7 +454,7 @@ def _kempe_chains(out_v: np.ndarray, in_v: np.ndarray, colour: np.ndarray) -> np
     return chain
 
 
-def _assign_cores(network: JobNetwork, flows: _CrossFlows, spine: np.ndarray) -> np.ndarray:
+def _assign_cores(network: JobNetwork, flows: CrossFlows, spine: np.ndarray) -> np.ndarray:
     """Core uplink of every cross-pod flow: per spine plane, a colouring of the pod-level flows with V colours."""
     core = np.full(spine.size, -1, dtype=np.int64)
     up = np.flatnonzero(flows.cross_pod)
@@ -484,7 +474,7 @@ def _assign_cores(network: JobNetwork, flows: _CrossFlows, spine: np.ndarray) ->
     return core
 
 
-def _step_lambdas(network: JobNetwork, flows: _CrossFlows) -> np.ndarray:
+def _step_lambdas(network: JobNetwork, flows: CrossFlows) -> np.ndarray:
     """λ* of every step from its cross flows (tier-1 switches and pods)."""
     steps = int(flows.step.max()) + 1 if flows.step.size else 0
     lam = np.ones(steps, dtype=np.int64)
@@ -527,7 +517,7 @@ def _exact_step(network: JobNetwork, pairs: np.ndarray, floor: int, time_limit: 
     Every cross-leaf flow takes one (spine, core) both ends have; every switch link carries at most L flows.
     Returns None when the step is too large or no solution was found in time.
     """
-    flows = _cross_flows(network, [pairs])
+    flows = cross_flows(network, [pairs])
     count = flows.step.size
     if not count:
         return None

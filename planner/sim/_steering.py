@@ -386,6 +386,7 @@ def reroute(
     addresses: np.ndarray,
     model: HashModel | CompiledModel,
     port_range: tuple[int, int] = DEFAULT_PORT_RANGE,
+    background: np.ndarray | None = None,
 ) -> Rerouted:
     """Give every unreached queue pair the port whose route adds least to the busiest link of its steps.
 
@@ -394,6 +395,7 @@ def reroute(
     Each such queue pair, one after another, tries every port of the range: the distinct (spine, core) routes
     they reach are scored by the largest link load they would make in the steps holding the connection, with
     every other queue pair on its route; the lowest wins (ties: the planned spine, then the least loaded).
+    `background` (flows per link id: other jobs on a shared fabric) counts on every link too.
     """
     low, high = _check_port_range(port_range)
     ports = search.ports.copy()
@@ -417,7 +419,9 @@ def reroute(
         pair = rows // q
         wanted = _connection_key(step[pair, 0], step[pair, 1], nic, servers, nics) * q + rows % q
         steps.append(order[np.searchsorted(row_of, wanted, sorter=order)])
-    loads = np.zeros((len(steps), network.num_links + 1), dtype=np.int64)  # + the spare id
+    loads = np.zeros((len(steps), network.num_links + 1))  # in queue pairs, + the spare id
+    if background is not None:
+        loads[:, :-1] += np.asarray(background, dtype=np.float64)[None, :] * q
     for k, members in enumerate(steps):
         reached = members[[m not in unreached for m in members.tolist()]]
         np.add.at(loads[k], links_of(reached, spine[reached], core[reached]).ravel(), 1)
