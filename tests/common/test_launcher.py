@@ -50,6 +50,10 @@ def run_launcher(
     mount: Path, pod: str | None, *, timeout: int = 5, extra_env: dict[str, str] | None = None
 ) -> subprocess.CompletedProcess[str]:
     env = {"PATH": os.environ["PATH"], "RINGROUTE_LAUNCHER_TIMEOUT": str(timeout), "RINGROUTE_LAUNCHER_POLL": "1"}
+    # Nothing of this machine's: no hccn_tool, no /etc/hccn.conf, no termination message.
+    env.update(
+        RINGROUTE_HCCN_TOOL="none", RINGROUTE_HCCN_CONF=str(mount / "no-hccn.conf"), RINGROUTE_TERMINATION_LOG=""
+    )
     if pod is not None:
         env["POD_NAME"] = pod
     env.update(extra_env or {})
@@ -211,7 +215,7 @@ def test_the_source_port_file_is_handed_to_hccl_only_when_the_configmap_has_it(t
     with_ports = run_launcher(tmp_path / "m", "job-worker-1")
     assert with_ports.returncode == 0, with_ports.stderr
     assert f"QP={tmp_path / 'm'}" in with_ports.stdout
-    assert "queue-pair source ports in" in with_ports.stderr
+    assert "qp_ports=unverified:device-settings" in with_ports.stderr
 
 
 def test_a_gzip_compressed_source_port_file_is_decompressed_for_hccl(tmp_path: Path) -> None:
@@ -234,7 +238,9 @@ def test_a_source_port_path_the_job_sets_itself_is_kept_and_the_launcher_says_so
     result = run_launcher(tmp_path / "m", "job-worker-1", extra_env=own)
     assert result.returncode == 0, result.stderr
     assert "QP=/opt/site-ports" in result.stdout
-    assert "set by the job and kept" in result.stderr
+    assert "qp_ports=ignored:job-path: HCCL_RDMA_QP_PORT_CONFIG_PATH=/opt/site-ports is set by the job and kept" in (
+        result.stderr
+    )
 
 
 def test_launcher_has_its_timeout_default_filled_in_and_uses_no_bashisms() -> None:
