@@ -39,8 +39,9 @@ from planner import Device, Pattern, Placement, Routing, Server, generate_topolo
 from webhook.common.metrics import Metrics  # noqa: E402
 from webhook.common.names import DATA_HASH_ANNOTATION, RANK_TABLE_VERSION_ANNOTATION  # noqa: E402
 from webhook.common.settings import PlanningSettings, Settings  # noqa: E402
+from webhook.controller.budget import PlanRequest, graded_plan  # noqa: E402
 from webhook.controller.isolation import PlanningProcess  # noqa: E402
-from webhook.controller.planning import Planned, plan_table, portable_topology  # noqa: E402
+from webhook.controller.planning import Planned, completed_table  # noqa: E402
 from webhook.controller.reconciler import Controller  # noqa: E402
 from webhook.kube.client import JOBS, KubeRepository  # noqa: E402
 
@@ -343,9 +344,11 @@ async def measure_isolation(mode: str, servers: int, pattern: Pattern, routing: 
         "job_uid": "u",
         "job_version": "0",
         "route_plan": True,
-        "record_servers": [],
-        "record_valid": False,
+        "route_problem": None,
+        "fixed": {},
+        "planning_ms": 0.0,
     }
+    request = PlanRequest(placement, topology, settings.planning)
     baseline_mib = peak_rss_mb()
     worker: PlanningProcess | None = None
     worker_peak_mib = None
@@ -353,18 +356,19 @@ async def measure_isolation(mode: str, servers: int, pattern: Pattern, routing: 
     started = time.perf_counter()
     planned: Planned
     if mode == "thread":
-        planned = await asyncio.to_thread(plan_table, settings, profile, placement, lambda: topology, **arguments)
+        graded = await asyncio.to_thread(graded_plan, request)
+        planned = await asyncio.to_thread(completed_table, settings, profile, placement, graded, **arguments)
     else:
         controller = settings.controller
         worker = PlanningProcess(
             memory_limit_mib=controller.planning_memory_limit_mib,
             timeout_s=controller.planning_timeout_s,
-            preload=(plan_table.__module__,),
+            preload=(graded_plan.__module__,),
         )
         await asyncio.to_thread(worker.start)
         started = time.perf_counter()
-        portable = await asyncio.to_thread(portable_topology, lambda: topology)
-        planned = await worker.call(plan_table, settings, profile, placement, portable, **arguments)
+        graded = await worker.call(graded_plan, request)
+        planned = await asyncio.to_thread(completed_table, settings, profile, placement, graded, **arguments)
         status = Path(f"/proc/{worker.pid}/status").read_text(encoding="ascii")  # noqa: ASYNC240 (procfs, no disk)
         worker_peak_mib = next(int(line.split()[1]) / 1024 for line in status.splitlines() if line.startswith("VmHWM:"))
     seconds = time.perf_counter() - started

@@ -388,8 +388,10 @@ def controller_budget(seed: int) -> dict[str, Any]:
 
     from planner import Placement as _Placement  # noqa: F401  (the worker unpickles planner objects)
     from webhook.common.settings import PlanningSettings, Settings
+    from webhook.controller.budget import PlanRequest
     from webhook.controller.isolation import PlanningProcess
-    from webhook.controller.levels import budgeted_table
+    from webhook.controller.levels import plan_within_budget
+    from webhook.controller.planning import completed_table
 
     placement, topology = fabric_job(4096, per_leaf=8, uplinks=None, leaves_per_pod=None, seed=seed)
     # a 4,096-server rank table is 2.6 MB: such clusters store it gzip-compressed (profile gzipRankTable)
@@ -401,31 +403,31 @@ def controller_budget(seed: int) -> dict[str, Any]:
     planning = PlanningProcess(
         memory_limit_mib=controller.planning_memory_limit_mib,
         timeout_s=controller.planning_timeout_s,
-        preload=("webhook.controller.planning",),
+        preload=(plan_within_budget.__module__,),
     )
     planning.start()
     try:
         started = time.perf_counter()
-        table = {
-            "job_uid": "bench",
-            "job_version": "0",
-            "route_plan": True,
-            "record_servers": [],
-            "record_valid": False,
-            "hash_model": DECLARED,
-        }
         given_up: list[str] = []
-        planned = asyncio.run(
-            budgeted_table(
-                settings,
+        graded = asyncio.run(
+            plan_within_budget(
+                PlanRequest(placement, topology, settings.planning, DECLARED),
                 planning,
-                settings.profiles[0],
-                placement,
-                lambda: topology,
-                table=table,
-                resume=None,
-                on_given_up=lambda level, _reasons: given_up.append(level),
+                memory_limit=f"the {planning.memory_limit_mib} MiB of controller.planningMemoryLimitMib",
+                on_given_up=lambda level, _exc, _following, _reasons: given_up.append(level),
             )
+        )
+        planned = completed_table(
+            settings,
+            settings.profiles[0],
+            placement,
+            graded,
+            job_uid="bench",
+            job_version="0",
+            route_plan=True,
+            route_problem=None,
+            fixed={},
+            planning_ms=(time.perf_counter() - started) * 1000.0,
         )
         wall = time.perf_counter() - started
         peak = _peak_rss_of(planning.pid)

@@ -81,7 +81,15 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
     "planner.core._result": ("STATUS_MESSAGES", "PlanResult"),
     "planner.core._steer": ("SteeringResult", "steer_source_ports"),
     "planner.core._fabric_load": ("check_one_fabric", "fabric_ledger", "resolve_nodes", "running_job_traffic"),
-    "planner.io._running_job": ("RouteRecord", "RunningJob", "read_running_job"),
+    "planner.io._running_job": (
+        "RANK_TABLE_FILE",
+        "REPORT_FILE",
+        "ROUTES_FILE",
+        "STATE_FILE",
+        "RouteRecord",
+        "RunningJob",
+        "read_running_job",
+    ),
     "planner.sim._fabric": ("FabricLinks", "LinkBackground", "LinkName", "fabric_links"),
     "planner.sim._ledger": (
         "Delivery",
@@ -92,6 +100,7 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
         "JobTraffic",
         "LinkUse",
         "job_traffic",
+        "plan_outlook",
     ),
     "planner.io._qp_ports": (
         "MAX_CONFIG_LINES",
@@ -126,7 +135,7 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
     "planner.sim._patterns": ("halving_doubling_sizes", "halving_doubling_steps", "lambda_star", "ring_flows"),
     "planner.sim._hashing": ("compile_switch_hash", "hash_output"),
     "planner.sim._pinning": ("pin_routes", "routes_from_assignment"),
-    "planner.sim._steering": ("DEFAULT_PORT_RANGE", "SourcePorts", "hashed_routes", "spread_ports"),
+    "planner.sim._steering": ("DEFAULT_PORT_RANGE", "CompiledModel", "SourcePorts", "hashed_routes", "spread_ports"),
     # matplotlib is imported only when a plot is drawn (the optional `plot` extra)
     "planner.sim._plot": ("link_load_figure", "plot_link_loads"),
     "planner.sim._probes": (
@@ -205,7 +214,15 @@ if TYPE_CHECKING:
         render_rank_table,
         render_ranks_env,
     )
-    from planner.io._running_job import RouteRecord, RunningJob, read_running_job
+    from planner.io._running_job import (
+        RANK_TABLE_FILE,
+        REPORT_FILE,
+        ROUTES_FILE,
+        STATE_FILE,
+        RouteRecord,
+        RunningJob,
+        read_running_job,
+    )
     from planner.io._topology_file import (
         check_fabric,
         dump_topology_file,
@@ -252,6 +269,7 @@ if TYPE_CHECKING:
         JobTraffic,
         LinkUse,
         job_traffic,
+        plan_outlook,
     )
     from planner.sim._loads import ecmp_max_loads, flow_rates, link_loads, max_link_loads, max_min_rates
     from planner.sim._network import LINK_TIER_LEAF, LINK_TIER_NIC, LINK_TIER_SPINE, JobNetwork, job_network
@@ -268,7 +286,7 @@ if TYPE_CHECKING:
         switch_pools,
     )
     from planner.sim._route_plan import RoutePlan, RoutesFile
-    from planner.sim._steering import DEFAULT_PORT_RANGE, SourcePorts, hashed_routes, spread_ports
+    from planner.sim._steering import DEFAULT_PORT_RANGE, CompiledModel, SourcePorts, hashed_routes, spread_ports
     from planner.sim._summary import (
         MetricChange,
         explain_max_link_load,
@@ -308,17 +326,23 @@ __all__ = [
     "LinkBackground",
     "LinkName",
     "LinkUse",
+    "RANK_TABLE_FILE",
+    "REPORT_FILE",
+    "ROUTES_FILE",
+    "STATE_FILE",
     "RouteRecord",
     "RunningJob",
     "check_one_fabric",
     "fabric_ledger",
     "fabric_links",
     "job_traffic",
+    "plan_outlook",
     "read_running_job",
     "resolve_nodes",
     "running_job_traffic",
     # source-port steering and MultiQpSrcPort.cfg
     "DEFAULT_PORT_RANGE",
+    "CompiledModel",
     "MAX_CONFIG_LINES",
     "QP_PORT_CONFIG_FILE",
     "QpPortLine",

@@ -127,6 +127,17 @@ class Topology:
     source: str = "unknown"
     """Where the topology came from (labels, hypernodes, tor-configmap, file), for reports."""
 
+    def __post_init__(self) -> None:
+        # read-only views, so a frozen topology stays unchanged (and pickles: `__reduce__`)
+        for name in ("paths", "slots"):
+            value = getattr(self, name)
+            if not isinstance(value, MappingProxyType):
+                object.__setattr__(self, name, MappingProxyType(dict(value)))
+
+    def __reduce__(self) -> tuple[type[Topology], tuple[dict[str, tuple[str, ...]], dict[str, int], Fabric, str]]:
+        # MappingProxyType does not pickle; the controller hands topologies to its planning process.
+        return (Topology, (dict(self.paths), dict(self.slots), self.fabric, self.source))
+
     @property
     def tiers(self) -> int:
         """Number of listed domain tiers (switch tiers minus the implicit top layer; 0 when empty)."""

@@ -135,7 +135,6 @@ def plan_ranks(
     time_limit: float = 2.0,
     fixed_ranks: Mapping[int, int] | None = None,
     background: LinkBackground | None = None,
-    rotation: int = 0,
 ) -> PlanResult:
     """Plan the node ranks of a placed job for its network.
 
@@ -191,9 +190,7 @@ def plan_ranks(
     routes = None
     if checked.routing == "pinned":
         shared = background.on(network) if background is not None else None
-        routes = pin_routes(
-            network, pattern_steps(order, checked.pattern), qps=checked.qps, background=shared, rotation=rotation
-        )
+        routes = pin_routes(network, pattern_steps(order, checked.pattern), qps=checked.qps, background=shared)
     seeds = _report_seeds(network, checked.routing, checked.qps)
     after = evaluate_order(
         network,

@@ -92,26 +92,7 @@ class FabricLinks:
 
     def name(self, link: int) -> LinkName:
         """The link of fabric id `link` in words (a switch link: NIC ids raise ValueError)."""
-        net = self.network
-        first = net.first_switch_link
-        tier1 = len(net.leaf_names) * net.planes * net.max_uplinks
-        offset = int(link) - first
-        if offset < 0:
-            raise ValueError(f"link {link}: a NIC link, not a switch link")
-        if offset < 2 * tier1:
-            direction: LinkDirection = "up" if offset < tier1 else "down"
-            switch, hop = divmod(offset % tier1, net.max_uplinks)
-            leaf, plane = divmod(switch, net.planes)
-            rail = plane if net.layout == "rail" else None
-            return LinkName("leaf", tier1_switch_name(net.leaf_names[leaf], rail), hop, direction)
-        offset -= 2 * tier1
-        tier2 = len(net.pod_names) * net.planes * net.max_uplinks * net.max_pod_uplinks
-        direction = "up" if offset < tier2 else "down"
-        rest, core = divmod(offset % tier2, net.max_pod_uplinks)
-        rest, spine = divmod(rest, net.max_uplinks)
-        pod, plane = divmod(rest, net.planes)
-        rail = plane if net.layout == "rail" else None
-        return LinkName("spine", spine_switch_name(net.pod_names[pod], rail, spine), core, direction)
+        return link_name(self.network, link)
 
     def switch_links(self) -> tuple[np.ndarray, np.ndarray]:
         """(fabric ids of every existing switch link, which of them are tier-1 links)."""
@@ -137,6 +118,29 @@ class FabricLinks:
         is_tier1 = np.zeros(every.size, dtype=bool)
         is_tier1[:tier1] = True
         return every, is_tier1
+
+
+def link_name(net: JobNetwork, link: int) -> LinkName:
+    """Switch link `link` of a network in words (NIC links raise ValueError)."""
+    first = net.first_switch_link
+    tier1 = len(net.leaf_names) * net.planes * net.max_uplinks
+    offset = int(link) - first
+    if offset < 0:
+        raise ValueError(f"link {link}: a NIC link, not a switch link")
+    if offset < 2 * tier1:
+        direction: LinkDirection = "up" if offset < tier1 else "down"
+        switch, hop = divmod(offset % tier1, net.max_uplinks)
+        leaf, plane = divmod(switch, net.planes)
+        rail = plane if net.layout == "rail" else None
+        return LinkName("leaf", tier1_switch_name(net.leaf_names[leaf], rail), hop, direction)
+    offset -= 2 * tier1
+    tier2 = len(net.pod_names) * net.planes * net.max_uplinks * net.max_pod_uplinks
+    direction = "up" if offset < tier2 else "down"
+    rest, core = divmod(offset % tier2, net.max_pod_uplinks)
+    rest, spine = divmod(rest, net.max_uplinks)
+    pod, plane = divmod(rest, net.planes)
+    rail = plane if net.layout == "rail" else None
+    return LinkName("spine", spine_switch_name(net.pod_names[pod], rail, spine), core, direction)
 
 
 def fabric_links(topology: Topology) -> FabricLinks:
@@ -265,4 +269,4 @@ def background_from_loads(
     )
 
 
-__all__ = ["FabricLinks", "LinkBackground", "LinkName", "background_from_loads", "fabric_links"]
+__all__ = ["FabricLinks", "LinkBackground", "LinkName", "background_from_loads", "fabric_links", "link_name"]

@@ -21,7 +21,7 @@ from typing import Literal
 import numpy as np
 
 from planner._errors import InputError
-from planner.sim._fabric import FabricLinks, LinkBackground, LinkName, background_from_loads
+from planner.sim._fabric import FabricLinks, LinkBackground, LinkName, background_from_loads, link_name
 from planner.sim._network import JobNetwork
 from planner.sim._route_plan import RoutePlan
 
@@ -233,11 +233,67 @@ class JobOutlook:
     """Predicted bus bandwidth, 1 / max(1, bottleneck): the slowest flow's fair share of its busiest link."""
     bottleneck_link: str | None
     warnings: tuple[str, ...] = ()
+    sharing: int = 0
+    """Other jobs on the fabric whose load was counted."""
 
     @property
     def others(self) -> float:
         """Other jobs' load on its bottleneck link."""
         return max(0.0, self.bottleneck - self.own)
+
+    def to_dict(self) -> dict[str, object]:
+        """For reports and `--json`."""
+        return {
+            "job": self.key,
+            "servers": self.servers,
+            "delivery": self.delivery,
+            "qps": self.qps,
+            "bottleneck_link": self.bottleneck_link,
+            "bottleneck_load": round(self.bottleneck, 6),
+            "own_load": round(self.own, 6),
+            "other_jobs_load": round(self.others, 6),
+            "predicted_busbw": round(self.busbw, 6),
+            "other_jobs": self.sharing,
+            "warnings": list(self.warnings),
+        }
+
+    def sentence(self) -> str:
+        """One clause for Events and plan output."""
+        if self.bottleneck_link is None:
+            return "no queue pair crosses a switch link: predicted bus bandwidth 1.000 of line rate"
+        if self.others > 1e-9:
+            share = f"{self.others:.2f} of them other jobs' traffic"
+        else:
+            share = "none of them other jobs' traffic"
+        sharing = f" ({self.sharing} other job{'s' if self.sharing != 1 else ''} on the fabric)" if self.sharing else ""
+        return (
+            f"busiest link {self.bottleneck_link} carries {self.bottleneck:.2f} flows, {share}{sharing}: predicted "
+            f"bus bandwidth {self.busbw:.3f} of line rate"
+        )
+
+
+def plan_outlook(
+    routes: RoutePlan, background: np.ndarray | None, *, key: str = "", sharing: int = 0, delivery: Delivery = "hashed"
+) -> JobOutlook:
+    """A planned job's outlook on a shared fabric: its busiest link over its steps with every job's load
+    (`background`: the others', flows per link id of the routes' network), and its own part there."""
+    network = routes.network
+    extra = np.zeros(network.num_links) if background is None else np.asarray(background, dtype=np.float64)
+    best: tuple[float, float, int] = (0.0, 0.0, -1)
+    for own in _step_link_loads(network, routes):
+        used = np.flatnonzero(own > 1e-12)
+        if not used.size:
+            continue
+        total = own[used] + extra[used]
+        at = int(np.argmax(total))
+        if total[at] > best[0] + 1e-12:
+            best = (float(total[at]), float(own[used][at]), int(used[at]))
+    bottleneck, own_load, link = best
+    if link < 0:
+        return JobOutlook(key, network.servers, delivery, routes.qps, 1.0, 1.0, 1.0, None, sharing=sharing)
+    name = link_name(network, link).render()
+    busbw = 1.0 / max(1.0, bottleneck)
+    return JobOutlook(key, network.servers, delivery, routes.qps, bottleneck, own_load, busbw, name, sharing=sharing)
 
 
 @dataclass(frozen=True, eq=False)
@@ -361,7 +417,16 @@ class FabricLedger:
         name = self.links.name(int(job.links[at])).render()
         busbw = 1.0 / max(1.0, bottleneck)
         return JobOutlook(
-            key, job.servers, job.delivery, job.qps, bottleneck, float(job.loads[at]), busbw, name, job.warnings
+            key,
+            job.servers,
+            job.delivery,
+            job.qps,
+            bottleneck,
+            float(job.loads[at]),
+            busbw,
+            name,
+            job.warnings,
+            sharing=len(self.jobs) - 1,
         )
 
     def link_use(self, link: int) -> LinkUse:
@@ -399,4 +464,5 @@ __all__ = [
     "JobTraffic",
     "LinkUse",
     "job_traffic",
+    "plan_outlook",
 ]

@@ -45,7 +45,6 @@ def pin_routes(
     qps: int = 1,
     exact_time_limit: float = EXACT_TIME_LIMIT_S,
     background: np.ndarray | None = None,
-    rotation: int = 0,
 ) -> RoutePlan:
     """Pin every cross-leaf flow of every step to a spine (and core) with the smallest max link load per step.
 
@@ -58,16 +57,14 @@ def pin_routes(
 
     `background` (flows per link id of `network`: other jobs' load on a shared fabric) pins around it instead
     (`planner.sim._shared_pinning`): each step's largest total load over the links the job uses is minimised,
-    routes preferred by spine number offset by `rotation` among equals. `step_loads` and `max_load` stay the job's
+    the lowest-numbered spines preferred among equals. `step_loads` and `max_load` stay the job's
     own loads.
     """
     if qps < 1:
         raise InputError(f"qps: {qps} queue pairs per connection; use 1 or more")
     given = tuple(check_flows(network, s) for s in flow_steps)
     if background is not None:
-        return _pin_shared(
-            network, given, qps=qps, background=background, rotation=rotation, exact_time_limit=exact_time_limit
-        )
+        return _pin_shared(network, given, qps=qps, background=background, exact_time_limit=exact_time_limit)
     if qps == 1:
         return _pin(network, given, exact_time_limit)
     whole = _pin(network, tuple(np.repeat(s, qps, axis=0) for s in given), exact_time_limit)
@@ -136,7 +133,6 @@ def _pin_shared(
     *,
     qps: int,
     background: np.ndarray,
-    rotation: int,
     exact_time_limit: float,
 ) -> RoutePlan:
     """`pin_routes` around other jobs' load: distinct steps pinned once, then the plan of those routes."""
@@ -152,7 +148,6 @@ def _pin_shared(
         tuple(np.repeat(s, qps, axis=0) for s in distinct),
         background,
         qps,
-        rotation=rotation,
         exact_time_limit=exact_time_limit,
     )
     return routes_from_assignment(

@@ -4,7 +4,7 @@ Alone, pinning colours a job's cross-leaf flows so its own busiest link reaches 
 so jobs that share leaves pile onto the same spines. Here each step is an assignment problem against the
 background: queue pairs of one (source switch, destination switch) group choose among the routes both ends have
 (spine j, and across pods core c), and the largest total load (background + own) over the links the job uses is
-minimised, the links it avoids left out of the maximum.
+minimised, the links it avoids left out of the maximum; among equal loads the lowest-numbered spines win.
 
 The water-filling heuristic fills each group onto the routes whose busiest link is least loaded (exact per group
 in 2 tiers, where a group's routes share no link), preferring routes by `route_preference` among equals. When it
@@ -89,7 +89,7 @@ def _groups(network: JobNetwork, flows: CrossFlows) -> _Groups:
     )
 
 
-def _routes(network: JobNetwork, groups: _Groups, rotation: int) -> _Routes:
+def _routes(network: JobNetwork, groups: _Groups) -> _Routes:
     """Every (spine, core) route of every group, with its links and preference."""
     per_group = groups.spines * np.maximum(groups.cores, 1)
     group = np.repeat(np.arange(per_group.size), per_group)
@@ -106,9 +106,10 @@ def _routes(network: JobNetwork, groups: _Groups, rotation: int) -> _Routes:
         g, c, j = group[crossing], core[crossing], spine[crossing]
         links[crossing, 2] = network.spine_link(groups.pod_a[g], groups.plane[g], j, c, up=True)
         links[crossing, 3] = network.spine_link(groups.pod_b[g], groups.plane[g], j, c, up=False)
-    # A fixed rotation of the spine (and core) numbers per job: jobs that would tie everywhere start apart.
-    spines = np.maximum(groups.spines[group], 1)
-    preference = (spine + rotation) % spines * 1024 + np.maximum(core, 0)
+    # Lowest-numbered spines (and cores) first, for every job: the links left free at each switch then nest, and a
+    # later job finds the most routes free at both of its ends (measured against a per-job rotation: 8 of 8 shared
+    # fabrics at the bound, 7 of 8 rotated; bench/fabric.py).
+    preference = spine * 1024 + np.maximum(core, 0)
     return _Routes(group, spine, core, links, preference.astype(np.float64))
 
 
@@ -237,7 +238,6 @@ def pin_around(
     background: np.ndarray,
     qps: int,
     *,
-    rotation: int = 0,
     exact_time_limit: float = 2.0,
 ) -> tuple[list[np.ndarray], list[np.ndarray]]:
     """Spine and core of every cross-leaf queue pair of each step, chosen around `background` (flows per link of
@@ -254,7 +254,7 @@ def pin_around(
         flows = cross_flows(network, [pairs])
         if flows.step.size:
             groups = _groups(network, flows)
-            routes = _routes(network, groups, rotation)
+            routes = _routes(network, groups)
             count = _fill(routes, groups, background_q.copy())
             count = _improve(
                 network, routes, groups, background_q=background_q, qps=qps, count=count, deadline=deadline

@@ -11,7 +11,7 @@ import pytest
 
 from planner import parse_ranks_env, plan_ranks
 from webhook.cli.main import main
-from webhook.controller import budget
+from webhook.controller import budget, isolation
 
 ROOT = Path(__file__).resolve().parents[2]
 PODS = ROOT / "examples" / "pods" / "llm-pretrain-pods.yaml"
@@ -60,14 +60,23 @@ def test_pinned_routes_out_of_memory_write_the_plan_under_ecmp(
     )
 
 
+class _SlowPlanningProcess(isolation.PlanningProcess):
+    """The planning process with every level taking 50 ms (tests/controller/slow_planner.py)."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        kwargs["preload"] = (*kwargs.get("preload", ()), "tests.controller.slow_planner")
+        super().__init__(**kwargs)
+
+
 def test_every_level_past_the_time_limit_writes_pod_index_order(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    monkeypatch.setattr(isolation, "PlanningProcess", _SlowPlanningProcess)
     out = tmp_path / "out"
-    assert run_plan(out, "--routing", "pinned", "--planning-timeout", "0.001") == 0
+    assert run_plan(out, "--routing", "pinned", "--planning-timeout", "0.01") == 0
     written = report(out)
     assert written["plan_level"] == "pod-index"
-    stopped = "planning took longer than 0.001 s (--planning-timeout); its process was stopped"
+    stopped = "planning took longer than 0.01 s (--planning-timeout); its process was stopped"
     assert written["fallback"]["reasons"] == [
         f"ring/pinned plan: {stopped}",
         f"ring/ecmp plan: {stopped}",

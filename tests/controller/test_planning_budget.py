@@ -48,8 +48,14 @@ def always(*_args: Any, **_kwargs: Any) -> bool:
     return True
 
 
-def graded(**kwargs: Any) -> budget.GradedPlan:
-    return graded_plan(PLACEMENT, TOPOLOGY, pattern="mixed", routing="pinned", memory_limit="the 1 MiB", **kwargs)
+def graded(fixed_ranks: dict[int, int] | None = None, **kwargs: Any) -> budget.GradedPlan:
+    request = budget.PlanRequest(
+        PLACEMENT,
+        TOPOLOGY,
+        PlanningSettings(pattern="mixed", routing="pinned"),
+        fixed_ranks=tuple(sorted((fixed_ranks or {}).items())),
+    )
+    return graded_plan(request, memory_limit="the 1 MiB", **kwargs)
 
 
 def test_the_levels_go_from_the_requested_plan_to_pod_index_order() -> None:
@@ -221,8 +227,8 @@ class _StoppedAtTheTimeLimit:
         self.levels: list[str] = []
 
     async def call(self, function: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-        self.levels.append(kwargs["start_level"])
-        if kwargs["start_level"] == "as-requested":
+        self.levels.append(kwargs["start"])
+        if kwargs["start"] == "as-requested":
             raise PlanningProcessError("planning took longer than 60 s (controller.planningTimeoutS)")
         return await asyncio.to_thread(function, *args, **kwargs)
 
@@ -236,7 +242,7 @@ class _StoppedAtTheTimeLimit:
 async def test_a_plan_stopped_at_the_time_limit_is_retried_one_level_down() -> None:
     async with running_controller(settings=pinned_settings()) as h:
         worker = _StoppedAtTheTimeLimit()
-        h.controller.planning = worker  # type: ignore[assignment]
+        h.controller.tables.process = worker  # type: ignore[assignment]
         await start_job(h, "timed")
         assert worker.levels[0] == "as-requested"
         assert set(worker.levels[1:]) == {"unpinned"}, "a level stopped for these pods is not tried again"

@@ -87,24 +87,31 @@ async def test_a_route_planned_job_is_planned_in_the_planning_process() -> None:
             await h.server.apply("pods", make_pod(job, i, node))
         await h.wait_status("isolated", "completed", timeout_s=30)
         assert "ringroute-plan.json" in h.data("isolated"), "route planned"
-        assert h.controller.planning is not None
-        assert h.controller.planning.starts == 1
-        assert h.controller.planning.pid not in (None, os.getpid())
+        assert h.controller.tables.process is not None
+        assert h.controller.tables.process.starts == 1
+        assert h.controller.tables.process.pid not in (None, os.getpid())
         [completed] = await h.wait_events("RankTableCompleted")
         assert completed["message"].startswith("4 servers, 32 devices; ")
         assert not h.events("RankTableFailed")
 
 
 async def test_a_plan_past_the_time_limit_at_every_level_is_written_in_pod_index_order_with_a_warning() -> None:
-    settings = fast_settings(planning_process=True, planning_timeout_s=0.001)
+    settings = fast_settings(planning_process=True, planning_timeout_s=0.01)
     async with running_controller(settings=settings) as h:
+        # every level takes 50 ms in this planning process: the 10 ms limit stops each one
+        started = h.controller.tables.process
+        assert started is not None
+        h.controller.tables.process = PlanningProcess(
+            memory_limit_mib=512, timeout_s=0.01, preload=(*started.preload, "tests.controller.slow_planner")
+        )
+        started.close()
         job = make_job("slow", 4)
         await add_job(h.server, job)
         for i, node in enumerate(["npu-0", "npu-8", "npu-16", "npu-24"]):
             await h.server.apply("pods", make_pod(job, i, node))
         await h.wait_status("slow", "completed", timeout_s=30)
         assert h.ranks("slow") == {f"slow-worker-{i}": i for i in range(4)}
-        stopped = "planning took longer than 0.001 s (controller.planningTimeoutS); its process was stopped"
+        stopped = "planning took longer than 0.01 s (controller.planningTimeoutS); its process was stopped"
         report = json.loads(h.data("slow")["ringroute-plan.json"])
         assert report["plan_level"] == "pod-index"
         assert report["fallback"]["reasons"] == [f"ring/ecmp plan: {stopped}", f"ring order alone: {stopped}"]
@@ -117,7 +124,7 @@ async def test_a_plan_past_the_time_limit_at_every_level_is_written_in_pod_index
         assert not h.events("RankTableFailed"), "a budget fallback is not a failure: the table completes"
         [completed, *_] = await h.wait_events("RankTableCompleted")
         assert "ranks in pod-index order, over the planning budget" in completed["message"]
-        await wait_for(lambda: h.controller.planning is not None and h.controller.planning.pid is None)
+        await wait_for(lambda: h.controller.tables.process is not None and h.controller.tables.process.pid is None)
 
 
 def test_the_planning_limits_are_settings_checked_at_start_up() -> None:

@@ -13,7 +13,7 @@ import pytest
 from emulation.cluster import DEVICE_KEY, NS, add_job, make_job, make_pod
 from planner import InputError
 from tests.support.controller import Harness, running_controller, wait_for
-from webhook.controller import levels, reconciler
+from webhook.controller import reconciler, table_planning
 
 NODES = ["npu-0", "npu-9", "npu-17"]
 Obj = dict[str, Any]
@@ -82,7 +82,7 @@ async def test_an_unexpected_failure_is_a_warning_and_is_retried_a_few_times_onl
     def broken(*_args: Any, **_kwargs: Any) -> Any:
         raise RuntimeError("planner bug")
 
-    monkeypatch.setattr(levels, "plan_table", broken)
+    monkeypatch.setattr(table_planning, "completed_table", broken)
     monkeypatch.setattr(reconciler, "BACKOFF_S", (0.01, 0.05))
     caplog.set_level(logging.INFO, logger="ringroute.controller")
     async with running_controller() as h:
@@ -117,7 +117,7 @@ async def test_a_planning_failure_keeps_a_table_completed_for_the_same_pods(monk
         def failing(*_args: Any, **_kwargs: Any) -> Any:
             raise InputError("the planner refuses")
 
-        monkeypatch.setattr(levels, "plan_table", failing)
+        monkeypatch.setattr(table_planning, "completed_table", failing)
 
         def disown(configmap: Obj) -> None:
             configmap["metadata"].pop("ownerReferences", None)

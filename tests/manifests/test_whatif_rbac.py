@@ -44,13 +44,15 @@ def reader_grants() -> set[Grant]:
 
 
 async def whatif_requests(tmp_path: Path) -> list[Request]:
-    """Every request of plan and simulate --job, on clusters with HyperNodes, with the tor ConfigMap, and with
-    neither (no HyperNode CRD)."""
+    """Every request of plan (ECMP and pinned) and simulate --job, on clusters with HyperNodes, with the tor
+    ConfigMap, and with neither (no HyperNode CRD)."""
     requests: list[Request] = []
     for index, served in enumerate(({"hypernodes": True}, {"tor": True}, {})):
         async with cluster(tmp_path / str(index), **served) as live:
             out = str(tmp_path / str(index) / "out")
             assert await live.run("plan", "--job", f"{NS}/{JOB}", "--out-dir", out) == 0
+            pinned = str(tmp_path / str(index) / "pinned")  # planned around the cluster's other rank tables
+            assert await live.run("plan", "--job", f"{NS}/{JOB}", "--routing", "pinned", "--out-dir", pinned) == 0
             assert await live.run("simulate", "--job", f"{NS}/{JOB}", "--seeds", "1") == 0
             requests += live.reads()
     return requests

@@ -13,11 +13,13 @@ import argparse
 import json
 import logging
 import sys
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
+from webhook.cli import fabric_load
 from webhook.cli.errors import CommandError, one_line, printable
+from webhook.cli.fabric_inputs import add_topology_arguments, read_topology
 from webhook.cli.inputs import MAX_INPUT_CHARS, read_from, read_settings, read_text, source_ports
 from webhook.cli.outputs import replace_file, staged_file
 
@@ -111,23 +113,7 @@ def register(subparsers: Any) -> None:
     probes.add_argument(
         "--count", type=int, metavar="N", help="probes per switch (default: as many as learning needs, with a margin)"
     )
-    topology = calibrate.add_argument_group("topology (switch names and next-hop counts)")
-    topology.add_argument("--topology", type=Path, metavar="FILE", help="ringroute topology file")
-    topology.add_argument("--nodes", type=Path, metavar="FILE", help="Node objects whose labels carry the topology")
-    topology.add_argument(
-        "--topology-labels",
-        metavar="K1,K2",
-        help="node label keys, top-most first (default: settings topology.labelKeys, else the labels recognised)",
-    )
-    topology.add_argument(
-        "--leaf-uplinks", type=int, metavar="U", help="uplinks per tier-1 switch (default: from the fabric)"
-    )
-    topology.add_argument(
-        "--settings",
-        type=Path,
-        metavar="FILE",
-        help="ringroute settings: fabric, topology labels, profiles (default: built-in settings)",
-    )
+    add_topology_arguments(calibrate.add_argument_group("topology (switch names and next-hop counts)"))
     calibrate.set_defaults(handler=run_calibrate)
 
     show = commands.add_parser(
@@ -135,6 +121,7 @@ def register(subparsers: Any) -> None:
     )
     show.add_argument("--hash-model", type=Path, required=True, metavar="FILE", help="the hash model file")
     show.set_defaults(handler=run_show)
+    fabric_load.register(commands)
     fabric.set_defaults(handler=lambda _args: _usage(fabric))
 
 
@@ -144,39 +131,6 @@ def _usage(parser: argparse.ArgumentParser) -> int:
 
 
 # -- inputs ---------------------------------------------------------------------------------------------------------
-
-
-def _topology(args: argparse.Namespace, settings: Settings) -> Topology | None:
-    from dataclasses import replace
-
-    from planner import check_fabric, load_topology_file, topology_from_nodes
-    from webhook.cli.plan_case import guarded, load_objects
-
-    if args.topology is not None and args.nodes is not None:
-        raise CommandError("--topology and --nodes: give one topology source")
-    if args.topology_labels is not None and args.nodes is None:
-        raise CommandError("--topology-labels: only applies to --nodes")
-    if args.topology is not None:
-        text = read_text(args.topology, "--topology")
-        topology = read_from(
-            f"--topology {args.topology}", lambda: load_topology_file(text), "pass a ringroute topology file"
-        )
-    elif args.nodes is not None:
-        nodes = load_objects(args.nodes, "--nodes")
-        keys: Sequence[str] = settings.topology.label_keys
-        if args.topology_labels is not None:
-            keys = [k.strip() for k in args.topology_labels.split(",") if k.strip()]
-        fabric = settings.topology.fabric
-        topology = guarded("--nodes", args.nodes, lambda: topology_from_nodes(nodes, keys, fabric))
-    else:
-        if args.leaf_uplinks is not None:
-            raise CommandError("--leaf-uplinks: only applies with --topology or --nodes")
-        return None
-    if args.leaf_uplinks is not None:
-        fabric = replace(topology.fabric, leaf_uplinks=args.leaf_uplinks)
-        guarded("--leaf-uplinks", None, lambda: check_fabric(fabric, "fabric"))
-        topology = replace(topology, fabric=fabric)
-    return topology
 
 
 def _switches(topology: Topology | None) -> dict[str, FabricSwitch] | None:
@@ -249,7 +203,7 @@ def run_calibrate(args: argparse.Namespace) -> int:
     if args.time_limit is not None and not 0 < args.time_limit < float("inf"):
         raise CommandError(f"--time-limit {args.time_limit}: must be a positive number of seconds")
     settings = read_settings(args.settings, "--settings")
-    topology = _topology(args, settings)
+    topology = read_topology(args, settings)
     switches = _switches(topology)
     declared = _hash_model(args.hash_model) if args.hash_model is not None else None
     samples = _samples(args.samples, switches)
@@ -368,7 +322,7 @@ def _print_probes(args: argparse.Namespace) -> int:
         raise CommandError(f"--count {args.count}: must be at least 1")
     settings = read_settings(args.settings, "--settings")
     ports = source_ports(args, settings)
-    topology = _topology(args, settings)
+    topology = read_topology(args, settings)
     switches = _switches(topology)
     pools = _probe_pools(args, settings, topology, switches)
     probes: dict[str, SwitchProbes] = guarded(

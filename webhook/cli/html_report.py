@@ -36,7 +36,7 @@ _COLUMN_W = _BOX_W + 56
 _LOAD_COLOURS = ((0.0, "#f2f2f2"), (1.0, "#cde8c9"), (2.0, "#ffd58a"), (3.0, "#ff9c5b"), (math.inf, "#d8432a"))
 """Upper limit of a load band and its colour: idle, at most 1 flow, up to 2, up to 3, more."""
 
-_STYLE = """
+STYLE = """
 body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;margin:24px;color:#1d1d1d;max-width:1400px}
 h1{font-size:22px;margin:0 0 4px}h2{font-size:17px;margin:28px 0 8px;border-bottom:1px solid #ddd}
 .sub{color:#555;margin:0 0 16px}
@@ -52,12 +52,18 @@ svg text{font:11px system-ui,sans-serif}
 """
 
 
-def _e(value: object) -> str:
+def escaped(value: object) -> str:
+    """Text for the page, escaped (every name from the input goes through this)."""
     return escape(str(value), quote=True)
 
 
-def _colour(load: float) -> str:
-    return next(colour for limit, colour in _LOAD_COLOURS if load <= limit + 1e-9)
+def colour(load: float) -> str:
+    """The colour of a link carrying `load` flows."""
+    return next(found for limit, found in _LOAD_COLOURS if load <= limit + 1e-9)
+
+
+_e = escaped
+_colour = colour
 
 
 # -- the page ----------------------------------------------------------------------------------------------------
@@ -78,7 +84,7 @@ def render_page(view: PlanView) -> str:
         '<html lang="en"><head><meta charset="utf-8">',
         '<meta name="viewport" content="width=device-width, initial-scale=1">',
         f"<title>ringroute plan: {_e(title)}</title>",
-        f"<style>{_STYLE}</style></head><body>",
+        f"<style>{STYLE}</style></head><body>",
         f'<h1 data-field="job">ringroute plan for {_e(view.job)}</h1>',
         f'<p class="sub" data-field="title">{_e(title)}</p>',
         '<section class="headline">',
@@ -397,7 +403,7 @@ def _links_section(view: PlanView) -> str:
         "<h2>Leaf uplink and downlink loads</h2>",
         '<p class="note">One cell per link between a leaf (or rail switch) and a spine, coloured by the flows it '
         "carries, averaged over the seeds; hover a cell for its value."
-        + "".join(f'<span class="legend"><span style="background:{c}"></span>{t}</span>' for t, c in _legend())
+        + "".join(f'<span class="legend"><span style="background:{c}"></span>{t}</span>' for t, c in legend())
         + "</p>",
     ]
     if len(rows) > MAX_STRIP_ROWS:
@@ -422,7 +428,8 @@ def _links_section(view: PlanView) -> str:
     return "\n".join(out)
 
 
-def _legend() -> list[tuple[str, str]]:
+def legend() -> list[tuple[str, str]]:
+    """(text, colour) of every load band."""
     return [
         ("idle", _LOAD_COLOURS[0][1]),
         ("≤ 1 flow", _LOAD_COLOURS[1][1]),

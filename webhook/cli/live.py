@@ -92,6 +92,7 @@ def read_cluster(args: argparse.Namespace, settings: Settings) -> ClusterObjects
         nodes=args.nodes is None and args.topology is None,
         hypernodes=not explicit and settings.topology.use_hypernodes,
         tor_configmap=None if explicit else _tor_ref(args, settings),
+        rank_tables=(args.routing or settings.planning.routing) == "pinned",
     )
     choice = KubeconfigChoice(path=args.kubeconfig, context=args.context)
     try:

@@ -10,39 +10,31 @@ import argparse
 import importlib.util
 import json
 import logging
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from planner import (
     DEFAULT_LABEL_KEYS,
-    QP_PORT_CONFIG_FILE,
     Fabric,
-    build_rank_table,
     dump_topology_file,
     generate_topology,
     nodes_for_topology,
-    render_rank_table,
-    render_ranks_env,
 )
-from webhook.cli import live, plan_budget
+from webhook.cli import live, plan_budget, running
 from webhook.cli.errors import CommandError
 from webhook.cli.outputs import replace_directory, replace_file
 from webhook.cli.plan_case import PlanCase, guarded
 from webhook.cli.plan_view import PlanView, check_target, plan_view, summary_lines, write_plot
 from webhook.common.names import HYPERCLUSTER_LABEL, HYPERNODE_LABEL, RING_LABEL, TOR_LABEL
 from webhook.common.settings import PlanningSettings
+from webhook.controller.plan_files import PLAN_FILES
 
 if TYPE_CHECKING:  # the planner's numeric half loads only when a command plans
     from planner import JobNetwork, OrderEvaluation, PlanResult, SteeringResult
-    from webhook.controller.budget import GradedPlan
 
 log = logging.getLogger("ringroute.plan")
 
-RANK_TABLE_FILE = "jobstart_hccl.json"
-RANKS_ENV_FILE = "ranks.env"
-REPORT_FILE = "ringroute-plan.json"
-ROUTES_FILE = "routes.json"
 SIMULATED_ORDERS = ("pod-index", "hostname", "nslb", "leaf-grouped")
 
 
@@ -64,6 +56,7 @@ def register(subparsers: Any) -> None:
         help="directory to write; an existing one is replaced as a whole, and only if it holds nothing but a plan",
     )
     _add_html(plan)
+    running.add_argument(plan.add_argument_group("fabric shared with running jobs"))
     plan_budget.add_arguments(plan)
     plan.set_defaults(handler=run_plan)
 
@@ -263,40 +256,6 @@ def _label_family(keys: Sequence[str]) -> str:
 # -- plan -------------------------------------------------------------------------------------------------------
 
 
-def plan_outputs(case: PlanCase, plan: GradedPlan) -> dict[str, str | Iterable[str]]:
-    """File name -> content of everything `plan` writes; routes.json as pieces, written one by one."""
-    placement = case.placement
-    order = tuple(plan.order)
-    table = guarded("rank table", None, lambda: build_rank_table(placement, order, case.profile.rank_table_version))
-    files: dict[str, str | Iterable[str]] = {
-        RANK_TABLE_FILE: render_rank_table(table),
-        RANKS_ENV_FILE: render_ranks_env(placement, order),
-        REPORT_FILE: json.dumps(plan.report(placement), indent=2, sort_keys=False) + "\n",
-    }
-    result, steering = plan.result, plan.steering
-    if steering is not None and steering.ports is not None:
-        files[QP_PORT_CONFIG_FILE] = steering.config_text()
-    if result is not None and result.routes is not None:
-        pods = [s.pod_name for s in placement.servers]
-        routes = result.routes
-        if steering is not None:
-            step_ports = steering.step_ports(routes)
-            chunks = routes.json_chunks(pods, addresses=steering.addresses, step_ports=step_ports)
-        else:
-            chunks = routes.json_chunks(pods)
-        files[ROUTES_FILE] = _lines(chunks)
-    return files
-
-
-def _lines(chunks: Iterable[str]) -> Iterator[str]:
-    yield from chunks
-    yield "\n"
-
-
-PLAN_FILES = (RANK_TABLE_FILE, RANKS_ENV_FILE, REPORT_FILE, ROUTES_FILE, QP_PORT_CONFIG_FILE)
-"""Every file `plan` may write: a directory holding only these can be replaced by a new plan."""
-
-
 def write_atomically(out_dir: Path, files: Mapping[str, str | Iterable[str]]) -> None:
     """Make `out_dir` hold exactly `files`: a new directory beside it renamed into place, replacing an existing
     plan as a whole (a routes.json of an earlier pinned plan goes with it), or nothing on failure."""
@@ -317,7 +276,10 @@ def run_plan(args: argparse.Namespace) -> int:
         log.warning("planner: %s", result.message)
     if plan.fallback is not None:
         log.warning("plan: %s", plan.fallback.message)
-    files = plan_outputs(case, plan)
+    from webhook.controller.plan_files import plan_outputs
+
+    version = case.profile.rank_table_version
+    files = guarded("rank table", None, lambda: plan_outputs(case.placement, plan, version, compact=False)).files
     view = None
     if args.html and result is not None:
         view = _view(case, result, {"pod-index": result.before, "ringroute": result.after}, steering=plan.steering)
@@ -340,6 +302,10 @@ def run_plan(args: argparse.Namespace) -> int:
             print(f"  {line}")
     if plan.steering is not None and (plan.steering.mode != "none" or plan.steering.fallback):
         print(f"  source ports: {plan.steering.message}")
+    if plan.outlook is not None:
+        print(f"  on the shared fabric ({len(case.running)} running jobs): {plan.outlook.sentence()}")
+    elif case.running and case.routing != "pinned":
+        print(f"  {len(case.running)} running jobs: routes are planned around them only with --routing pinned")
     if plan.fallback is not None:
         print(f"  fallback: {plan.fallback.message}")
     return 0

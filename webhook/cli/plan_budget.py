@@ -13,15 +13,12 @@ import argparse
 import asyncio
 import logging
 import math
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from webhook.cli.errors import CommandError
-from webhook.common.settings import STEERING_TIME_LIMIT_S
 
 if TYPE_CHECKING:  # the planner's numeric half loads only when a command plans
-    from planner import HashModel, Pattern, Placement, Routing, Topology
-    from webhook.controller.budget import GradedPlan, PlanLevel
-    from webhook.controller.planning import PortableTopology
+    from webhook.controller.budget import GradedPlan, PlanLevel, PlanRequest
 
 log = logging.getLogger("ringroute.plan")
 
@@ -68,56 +65,30 @@ def _checked(args: argparse.Namespace) -> tuple[int | None, float | None]:
     return memory, timeout
 
 
-def budgeted_plan(
-    args: argparse.Namespace,
-    placement: Placement,
-    topology: Topology,
-    *,
-    pattern: Pattern,
-    routing: Routing,
-    qps: int,
-    seed: int,
-    time_limit: float,
-    hash_model: HashModel | None = None,
-    source_ports: tuple[int, int] | None = None,
-    steering_time_limit: float = STEERING_TIME_LIMIT_S,
-) -> GradedPlan:
-    """The plan within the budget of the flags (see the module's docstring), its pinned routes steered through
-    `hash_model` by source ports from `source_ports`. Raises InputError for bad input."""
+def budgeted_plan(args: argparse.Namespace, request: PlanRequest) -> GradedPlan:
+    """The plan of `request` within the budget of the flags (see the module's docstring), through the planning
+    driver the controller uses (`webhook.controller.levels.plan_within_budget`). Raises InputError for bad input."""
     from webhook.controller.budget import graded_plan
 
     memory, timeout = _checked(args)
-    options: dict[str, Any] = {"pattern": pattern, "routing": routing, "qps": qps, "seed": seed}
-    options.update(time_limit=time_limit, hash_model=hash_model, steering_time_limit=steering_time_limit)
-    if source_ports is not None:
-        options["source_ports"] = source_ports
     if memory is None and timeout is None:
-        return graded_plan(placement, topology, **options)
-    return asyncio.run(_in_worker(placement, topology, memory, timeout, options))
+        return graded_plan(request)
+    return asyncio.run(_in_worker(request, memory, timeout))
 
 
-async def _in_worker(
-    placement: Placement, topology: Topology, memory: int | None, limit_s: float | None, options: dict[str, Any]
-) -> GradedPlan:
+async def _in_worker(request: PlanRequest, memory: int | None, limit_s: float | None) -> GradedPlan:
     from webhook.controller.budget import graded_plan
     from webhook.controller.isolation import PlanningProcess, PlanningProcessError
-    from webhook.controller.levels import plan_by_level
-    from webhook.controller.planning import portable_topology
+    from webhook.controller.levels import plan_within_budget
 
     worker = PlanningProcess(
         memory_limit_mib=memory or 0,
         timeout_s=limit_s,
-        preload=(__name__, "webhook.controller.budget"),
+        preload=(plan_within_budget.__module__,),
         memory_setting=MEMORY_FLAG,
         timeout_setting=TIMEOUT_FLAG,
     )
-    portable = portable_topology(lambda: topology)
     memory_limit = f"the {memory} MiB of {MEMORY_FLAG}" if memory is not None else "the memory available"
-
-    async def from_level(level: PlanLevel, reasons: tuple[str, ...]) -> GradedPlan:
-        return await worker.call(
-            plan_in_worker, placement, portable, start=level, reasons=reasons, memory_limit=memory_limit, **options
-        )
 
     def given_up(level: PlanLevel, exc: PlanningProcessError, _following: PlanLevel, _so_far: tuple[str, ...]) -> None:
         log.debug("planning stopped at level %s: %s", level, exc)
@@ -126,28 +97,10 @@ async def _in_worker(
         try:
             await asyncio.to_thread(worker.start)  # outside the time limit, as in the controller
         except PlanningProcessError as exc:  # a limit too small for the planner's libraries
-            reasons: tuple[str, ...] = (f"the planning process: {exc}",)
-        else:
-            planned, reasons = await plan_by_level(
-                from_level,
-                start="as-requested",
-                reasons=(),
-                pattern=options["pattern"],
-                routing=options["routing"],
-                on_given_up=given_up,
-            )
-            if planned is not None:
-                return planned
+            return graded_plan(request, start="pod-index", reasons=(f"the planning process: {exc}",))
+        return await plan_within_budget(request, worker, memory_limit=memory_limit, on_given_up=given_up)
     finally:
         worker.close()
-    return graded_plan(placement, topology, start="pod-index", reasons=reasons, **options)
 
 
-def plan_in_worker(placement: Placement, topology: PortableTopology, **options: Any) -> GradedPlan:
-    """`graded_plan` in the planning process (the topology crosses the process boundary in its portable form)."""
-    from webhook.controller.budget import graded_plan
-
-    return graded_plan(placement, topology(), **options)
-
-
-__all__ = ["MEMORY_FLAG", "TIMEOUT_FLAG", "add_arguments", "budgeted_plan", "plan_in_worker"]
+__all__ = ["MEMORY_FLAG", "TIMEOUT_FLAG", "add_arguments", "budgeted_plan"]

@@ -11,6 +11,8 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
+import msgspec
+
 from planner import (
     Fabric,
     InputError,
@@ -25,7 +27,7 @@ from planner import (
     topology_from_nodes,
     topology_from_tor_configmap,
 )
-from webhook.cli import live, plan_budget
+from webhook.cli import live, plan_budget, running
 from webhook.cli.errors import CommandError
 from webhook.cli.inputs import read_from, read_settings, read_text, source_ports
 from webhook.common.names import RING_LABEL
@@ -33,7 +35,7 @@ from webhook.common.settings import AcceleratorProfile, Settings
 
 if TYPE_CHECKING:
     from planner import HashModel, Pattern, PlanResult, Routing
-    from webhook.controller.budget import GradedPlan
+    from webhook.controller.budget import GradedPlan, PlanRequest
     from webhook.kube.whatif import ClusterObjects
 
 log = logging.getLogger("ringroute.plan")
@@ -213,26 +215,41 @@ class PlanCase:
             raise CommandError(f"--time-limit {self.time_limit}: must be a positive number of seconds")
         self.hash_model = _hash_model(args, self.settings)
         self.source_ports = source_ports(args, self.settings)
+        self.planning = msgspec.structs.replace(
+            planning,
+            pattern=self.pattern,
+            routing=self.routing,
+            qps_per_connection=self.qps,
+            seed=self.seed,
+            time_limit_s=self.time_limit,
+            source_ports=self.source_ports,
+        )
+        """The settings' planning section with the flags applied: what the plan request carries whole."""
+        self.running = [running.read_plan_dir(directory) for directory in getattr(args, "running", None) or []]
+        if cluster is not None:
+            job_key = f"{cluster.namespace}/{(cluster.job.get('metadata') or {}).get('name')}"
+            if cluster.rank_tables_refused is not None:
+                log.warning(
+                    "other jobs' rank tables not read, so the job is planned alone: %s", cluster.rank_tables_refused
+                )
+            self.running += running.running_jobs_of(cluster.rank_tables, self.settings, exclude=job_key)
+        self.ledger = running.running_ledger(self.running, self.topology, self.hash_model) if self.running else None
+        """The fabric load of the running jobs (--running, or the cluster's rank tables with --job)."""
+        if self.ledger is not None:
+            running.check_beside(self.placement, self.running, self.ledger)
+
+    def request(self) -> PlanRequest:
+        """The plan request: pinned routes around the running jobs' traffic when there are any."""
+        from webhook.controller.budget import PlanRequest
+
+        background = None
+        if self.ledger is not None and self.routing == "pinned":
+            background = self.ledger.background([s.node_name for s in self.placement.servers])
+        return PlanRequest(self.placement, self.topology, self.planning, self.hash_model, background)
 
     def budgeted(self, args: argparse.Namespace) -> GradedPlan:
         """The plan within the budget of --memory-limit and --planning-timeout (`webhook.cli.plan_budget`)."""
-        return guarded(
-            "plan",
-            None,
-            lambda: plan_budget.budgeted_plan(
-                args,
-                self.placement,
-                self.topology,
-                pattern=self.pattern,
-                routing=self.routing,
-                qps=self.qps,
-                seed=self.seed,
-                time_limit=self.time_limit,
-                hash_model=self.hash_model,
-                source_ports=self.source_ports,
-                steering_time_limit=self.settings.planning.steering_time_limit_s,
-            ),
-        )
+        return guarded("plan", None, lambda: plan_budget.budgeted_plan(args, self.request()))
 
     def plan(self) -> PlanResult:
         from planner import plan_ranks
@@ -248,6 +265,7 @@ class PlanCase:
                 qps=self.qps,
                 rng=self.seed,
                 time_limit=self.time_limit,
+                background=self.request().background,
             ),
         )
 

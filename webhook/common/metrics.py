@@ -194,6 +194,63 @@ class Metrics:
                 registry=r,
             ),
         )
+        set_(
+            self,
+            "fabric_max_link_load",
+            Gauge(
+                "ringroute_fabric_max_link_load",
+                "Largest load (flows) on any switch link over every running job ringroute counts.",
+                registry=r,
+            ),
+        )
+        set_(
+            self,
+            "fabric_bound",
+            Gauge(
+                "ringroute_fabric_max_link_load_bound",
+                "Lower bound on that load over every routing of all the running jobs' flows together.",
+                registry=r,
+            ),
+        )
+        set_(
+            self,
+            "fabric_jobs",
+            Gauge(
+                "ringroute_fabric_jobs",
+                "Running jobs in the fabric load ledger, by delivery.",
+                ["delivery"],
+                registry=r,
+            ),
+        )
+        set_(
+            self,
+            "fabric_job_busbw",
+            Gauge(
+                "ringroute_fabric_job_busbw",
+                "Predicted bus bandwidth (fraction of line rate) of each running job with every job's load counted.",
+                ["namespace", "job"],
+                registry=r,
+            ),
+        )
+        set_(
+            self,
+            "fabric_rebuild",
+            Histogram(
+                "ringroute_fabric_ledger_rebuild_seconds",
+                "Time to rebuild the fabric load ledger from every completed rank-table ConfigMap.",
+                buckets=(*_LATENCY_BUCKETS, 5.0, 10.0, 30.0),
+                registry=r,
+            ),
+        )
+        set_(
+            self,
+            "fabric_replans",
+            Counter(
+                "ringroute_fabric_replans_total",
+                "Plans made again because the links they were planned around changed before their table was written.",
+                registry=r,
+            ),
+        )
         # process_resident_memory_bytes, process_cpu_seconds_total, open file descriptors (Linux /proc).
         ProcessCollector(registry=r)
 
@@ -215,3 +272,9 @@ class Metrics:
     extender_session_bytes: Gauge = field(init=False)
     extender_session_nodes: Gauge = field(init=False)
     extender_state_bytes: Gauge = field(init=False)
+    fabric_max_link_load: Gauge = field(init=False)
+    fabric_bound: Gauge = field(init=False)
+    fabric_jobs: Gauge = field(init=False)
+    fabric_job_busbw: Gauge = field(init=False)
+    fabric_rebuild: Histogram = field(init=False)
+    fabric_replans: Counter = field(init=False)

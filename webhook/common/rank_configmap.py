@@ -9,11 +9,12 @@ import base64
 import gzip
 import hashlib
 import json
+import zlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypedDict
 
-from planner import INITIALIZING_RANK_TABLE, QP_PORT_CONFIG_FILE
+from planner import INITIALIZING_RANK_TABLE, QP_PORT_CONFIG_FILE, RANK_TABLE_FILE
 from webhook.common.launcher import launcher_script
 from webhook.common.names import (
     CREATED_BY_ANNOTATION,
@@ -226,6 +227,44 @@ def _omitted(key: str, text: str, limit: int) -> str:
     return json.dumps({"omitted": f"{key} of {size} bytes left out: the ConfigMap is limited to {limit} bytes"})
 
 
+MAX_PLAN_FILE_BYTES = 32 * 1024 * 1024
+"""Largest file a gzip-compressed ConfigMap key may inflate to when read back (a 1 MiB ConfigMap of plan files
+inflates to a few MB; anything bigger is refused, not held)."""
+
+
+def plan_files(configmap: Mapping[str, Any], profile: AcceleratorProfile) -> dict[str, str]:
+    """The plan's files a completed rank-table ConfigMap holds, named as `ringroute plan --out-dir` names them
+    (`jobstart_hccl.json`, `ringroute-plan.json`, `ringroute-state.json`, `routes.json`, `MultiQpSrcPort.cfg`),
+    gzip-compressed ones inflated; a key that cannot be read is left out."""
+    data = configmap.get("data") or {}
+    binary = configmap.get("binaryData") or {}
+    texts: dict[str, str] = {k: v for k, v in data.items() if isinstance(k, str) and isinstance(v, str)}
+    for key, value in binary.items():
+        if isinstance(key, str) and key.endswith(GZIP_SUFFIX) and isinstance(value, str):
+            inflated = _gunzip(value)
+            if inflated is not None:
+                texts[key[: -len(GZIP_SUFFIX)]] = inflated
+    names = {
+        profile.rank_table_file: RANK_TABLE_FILE,
+        PLAN_REPORT_KEY: PLAN_REPORT_KEY,
+        STATE_KEY: STATE_KEY,
+        ROUTES_KEY: ROUTES_KEY,
+        QP_PORT_CONFIG_KEY: QP_PORT_CONFIG_KEY,
+    }
+    return {name: texts[key] for key, name in names.items() if key in texts}
+
+
+def _gunzip(value: str) -> str | None:
+    try:
+        inflater = zlib.decompressobj(wbits=31)  # gzip framing
+        raw = inflater.decompress(base64.b64decode(value, validate=True), MAX_PLAN_FILE_BYTES)
+        if inflater.unconsumed_tail:
+            return None  # past the bound
+        return raw.decode()
+    except (ValueError, zlib.error):
+        return None
+
+
 def rank_table_status(configmap: Mapping[str, Any], profile: AcceleratorProfile) -> str | None:
     """The `status` of the table in a ConfigMap ("initializing", "completed", ...; None if unreadable)."""
     text = (configmap.get("data") or {}).get(profile.rank_table_file)
@@ -308,6 +347,8 @@ __all__ = [
     "initializing_data",
     "job_owner_reference",
     "parse_state_record",
+    "plan_files",
+    "MAX_PLAN_FILE_BYTES",
     "payload_hash",
     "rank_table_status",
     "state_record",

@@ -20,11 +20,20 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
-from planner import DEFAULT_PORT_RANGE, Placement, Topology, plan_ranks, ring_order, steer_source_ports
-from webhook.common.settings import STEERING_TIME_LIMIT_S
+from planner import Placement, Topology, plan_outlook, plan_ranks, ring_order, steer_source_ports
+from webhook.common.settings import PlanningSettings
 
 if TYPE_CHECKING:
-    from planner import HashModel, Pattern, PlanResult, RingOrder, Routing, SteeringResult
+    from planner import (
+        Delivery,
+        HashModel,
+        JobOutlook,
+        LinkBackground,
+        PlanResult,
+        RingOrder,
+        Routing,
+        SteeringResult,
+    )
 
 PlanLevel = Literal["as-requested", "unpinned", "ring-order", "pod-index"]
 
@@ -103,6 +112,10 @@ class GradedPlan:
     fallback: Fallback | None = None
     steering: SteeringResult | None = None
     """The per-queue-pair source ports (MultiQpSrcPort.cfg) at the `as-requested` and `unpinned` levels."""
+    background: LinkBackground | None = None
+    """The other jobs' load the routes were pinned around (None: planned alone)."""
+    outlook: JobOutlook | None = None
+    """Its busiest link with every job's load counted (planned around a background only)."""
 
     def report(self, placement: Placement) -> dict[str, Any]:
         """The plan report (`ringroute-plan.json`): the planner's report with `plan_level` and `fallback` added,
@@ -111,7 +124,19 @@ class GradedPlan:
         if self.result is not None:
             steering = self.steering.to_report() if self.steering is not None else None
             report = self.result.to_report(placement)
-            return {**report, "plan_level": self.level, "fallback": fallback, "steering": steering}
+            fabric: dict[str, object] | None = None
+            if self.background is not None:
+                fabric = {"other_jobs": self.background.jobs, "ledger_version": self.background.version}
+                if self.outlook is not None:
+                    fabric.update(self.outlook.to_dict())
+                    fabric["message"] = self.outlook.sentence()
+            return {
+                **report,
+                "plan_level": self.level,
+                "fallback": fallback,
+                "steering": steering,
+                "fabric": fabric,
+            }
         pods = [s.pod_name for s in placement.servers]
         after: dict[str, Any] = {"order": self.level}
         if self.ring is not None:
@@ -126,6 +151,7 @@ class GradedPlan:
             "devices": len(pods) * placement.devices_per_server,
             "message": self.fallback.message if self.fallback is not None else LEVEL_NAMES[self.level],
             "order": [pods[s] for s in self.order],
+            "nodes": [placement.servers[s].node_name for s in self.order],
             "ranks": {pods[server]: rank for rank, server in enumerate(self.order)},
             "after": after,
             "plan_level": self.level,
@@ -133,58 +159,73 @@ class GradedPlan:
         }
 
 
+@dataclass(frozen=True)
+class PlanRequest:
+    """Everything one plan needs, whole: what `ringroute plan` and the controller hand the planning process."""
+
+    placement: Placement
+    topology: Topology
+    planning: PlanningSettings
+    """Pattern, routing, queue pairs, seed, time limits and source ports (the settings' `planning`, with the
+    command's flags applied)."""
+    hash_model: HashModel | None = None
+    """The fabric's hash: pinned routes are steered through it by per-queue-pair source ports."""
+    background: LinkBackground | None = None
+    """Other running jobs' load on the links this job may use: routes are pinned around it (None: planned alone)."""
+    fixed_ranks: tuple[tuple[int, int], ...] = ()
+    """(server index, rank) of surviving servers that keep their ranks."""
+
+
 def graded_plan(
-    placement: Placement,
-    topology: Topology,
+    request: PlanRequest,
     *,
-    pattern: Pattern,
-    routing: Routing,
-    qps: int = 1,
-    seed: int = 0,
-    time_limit: float = 2.0,
-    fixed_ranks: Mapping[int, int] | None = None,
     start: PlanLevel = "as-requested",
     reasons: Sequence[str] = (),
     memory_limit: str = "the memory available",
-    hash_model: HashModel | None = None,
-    source_ports: tuple[int, int] = DEFAULT_PORT_RANGE,
-    steering_time_limit: float = STEERING_TIME_LIMIT_S,
 ) -> GradedPlan:
     """Plan at `start`, falling to the next cheaper level whenever a level runs out of memory.
 
     `reasons` say why the levels before `start` were given up (by the caller: time limit, process killed);
     `memory_limit` names the limit a MemoryError means (`the 512 MiB of controller.planningMemoryLimitMib`).
-    At the `as-requested` level pinned routes are steered through `hash_model` by per-queue-pair source ports
-    from `source_ports` (`planner.steer_source_ports`); without a model (or at `unpinned`), more than one queue
-    pair gets spread ports. Raises what the planner raises for bad input (InputError); "out of memory" is never
-    raised.
+    At the `as-requested` level pinned routes are planned around the request's background and steered through its
+    hash model by per-queue-pair source ports (`planner.steer_source_ports`); without a model (or at `unpinned`),
+    more than one queue pair gets spread ports. Raises what the planner raises for bad input (InputError); "out of
+    memory" is never raised.
     """
+    placement, topology, planning = request.placement, request.topology, request.planning
+    pattern, routing = planning.pattern, planning.routing
+    fixed_ranks = dict(request.fixed_ranks) or None
     given_up = list(reasons)
     level = start
     while True:
-        steering = None
+        steering, outlook = None, None
         try:
             if level in ("as-requested", "unpinned"):
+                requested = level == "as-requested"
+                background = request.background if requested and routing == "pinned" else None
                 result = plan_ranks(
                     placement,
                     topology,
                     pattern,
-                    routing if level == "as-requested" else "ecmp",
-                    qps=qps,
-                    rng=seed,
-                    time_limit=time_limit,
+                    routing if requested else "ecmp",
+                    qps=planning.qps_per_connection,
+                    rng=planning.seed,
+                    time_limit=planning.time_limit_s,
                     fixed_ranks=fixed_ranks,
+                    background=background,
                 )
                 steering = steer_source_ports(
                     placement,
                     topology,
                     result,
-                    hash_model if level == "as-requested" else None,
-                    port_range=source_ports,
-                    rng=seed,
-                    time_limit=steering_time_limit,
+                    request.hash_model if requested else None,
+                    port_range=planning.source_ports,
+                    rng=planning.seed,
+                    time_limit=planning.steering_time_limit_s,
+                    background=background,
                 )
                 order, ring = result.order, None
+                outlook = _outlook(result, steering, background)
             elif level == "ring-order":
                 result = None
                 ring = ring_order(placement, topology, fixed_ranks=fixed_ranks)
@@ -200,8 +241,27 @@ def graded_plan(
             continue
         fallback = Fallback(level, f"{pattern}/{routing}", tuple(given_up)) if level != "as-requested" else None
         return GradedPlan(
-            order, level, pattern, routing, result=result, ring=ring, fallback=fallback, steering=steering
+            order,
+            level,
+            pattern,
+            routing,
+            result=result,
+            ring=ring,
+            fallback=fallback,
+            steering=steering,
+            background=request.background if level == "as-requested" and routing == "pinned" else None,
+            outlook=outlook,
         )
+
+
+def _outlook(result: PlanResult, steering: SteeringResult, background: LinkBackground | None) -> JobOutlook | None:
+    """The plan's busiest link with the other jobs' load, on the routes its ports take (its pinned routes when not
+    steered); None when planned alone."""
+    if background is None or result.routes is None:
+        return None
+    routes = steering.routes if steering.mode == "steered" and steering.routes is not None else result.routes
+    delivery: Delivery = "hashed" if steering.mode == "steered" else "planned"
+    return plan_outlook(routes, background.on(routes.network), sharing=background.jobs, delivery=delivery)
 
 
 def pod_index_fill(placement: Placement, fixed: Mapping[int, int]) -> tuple[int, ...]:
@@ -223,6 +283,7 @@ __all__ = [
     "GradedPlan",
     "LEVEL_NAMES",
     "PlanLevel",
+    "PlanRequest",
     "graded_plan",
     "level_title",
     "next_level",

@@ -1,4 +1,5 @@
-"""Walking the plan levels down across planning processes: the loop the controller and `ringroute plan` share.
+"""Walking the plan levels down across planning processes: the planning driver the controller and `ringroute plan`
+share.
 
 A level stopped from outside its process (past the time limit, or the process killed) is given up here and the
 next cheaper one runs in a new process, with the whole time limit again (`webhook.controller.budget`); a level
@@ -9,16 +10,14 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, TypeVar
+from collections.abc import Awaitable, Callable, Sequence
+from typing import TYPE_CHECKING, TypeVar
 
-from webhook.controller.budget import PlanLevel, level_title, next_level
+from webhook.controller.budget import GradedPlan, PlanLevel, PlanRequest, graded_plan, level_title, next_level
 from webhook.controller.isolation import PlanningProcess, PlanningProcessError
-from webhook.controller.planning import Planned, plan_table, portable_topology
 
 if TYPE_CHECKING:
-    from planner import Placement, Routing, Topology
-    from webhook.common.settings import AcceleratorProfile, Settings
+    from planner import Routing
 
 log = logging.getLogger("ringroute.controller")
 
@@ -54,64 +53,41 @@ async def plan_by_level(
     return None, tuple(given)
 
 
-async def budgeted_table(
-    settings: Settings,
-    planning: PlanningProcess | None,
-    profile: AcceleratorProfile,
-    placement: Placement,
-    topology: Callable[[], Topology],
+async def plan_within_budget(
+    request: PlanRequest,
+    process: PlanningProcess | None,
     *,
-    table: Mapping[str, Any],
-    resume: tuple[PlanLevel, tuple[str, ...]] | None,
-    on_given_up: Callable[[PlanLevel, tuple[str, ...]], None],
-) -> Planned:
-    """The completed table: route plans in the planning process when there is one, the rest in a thread.
+    memory_limit: str = "the memory available",
+    resume: tuple[PlanLevel, tuple[str, ...]] | None = None,
+    on_given_up: GivenUp | None = None,
+) -> GradedPlan:
+    """The plan of `request` within the budget: the one planning driver of the controller and `ringroute plan`.
 
-    The budget is graded (`webhook.controller.budget`): a level that runs out of memory in the planning process
-    falls to the next cheaper one there; a level stopped at the time limit (or whose process died) is given up here
-    and the next one runs in a new process, each with the whole time limit. `resume` starts from a level given up
-    before, with its reasons; `on_given_up(next level, reasons)` is told of each level given up. Pod-index order,
-    the last level, needs no planner and is computed in a thread (survivors keep their ranks). `table` holds
-    `plan_table`'s keyword arguments about the job (UID, version, route planning, the last table's record).
+    With a planning process, each level runs there (a level out of memory falls to the next cheaper one inside it;
+    a level stopped at the time limit, or whose process died, is given up here and the next one runs in a new
+    process, each with the whole time limit); without one, in a thread of this process. `resume` starts from a
+    level given up before, with its reasons; `on_given_up` is told of each level given up. Pod-index order, the
+    last level, needs no planner and is taken here. Raises InputError for bad input.
     """
-    routed = table["route_plan"] and len(placement.servers) >= settings.policy.min_route_plan_nodes
-    if planning is None or not routed:
-        return await asyncio.to_thread(plan_table, settings, profile, placement, topology, **table)
-    portable = await asyncio.to_thread(portable_topology, topology)
-    memory_limit = f"the {planning.memory_limit_mib} MiB of controller.planningMemoryLimitMib"
     start, reasons = resume if resume is not None else ("as-requested", ())
+    if process is None:
+        return await asyncio.to_thread(graded_plan, request, start=start, reasons=reasons, memory_limit=memory_limit)
 
-    async def from_level(level: PlanLevel, so_far: tuple[str, ...]) -> Planned:
-        return await planning.call(
-            plan_table,
-            settings,
-            profile,
-            placement,
-            portable,
-            start_level=level,
-            budget_reasons=so_far,
-            memory_limit=memory_limit,
-            **table,
-        )
+    async def from_level(level: PlanLevel, so_far: tuple[str, ...]) -> GradedPlan:
+        return await process.call(graded_plan, request, start=level, reasons=so_far, memory_limit=memory_limit)
 
-    def given_up(level: PlanLevel, exc: PlanningProcessError, following: PlanLevel, so_far: tuple[str, ...]) -> None:
-        job = f"{placement.namespace}/{placement.job_name}"
-        log.warning("event=planning_stopped job=%s level=%s error=%s", job, level, exc)
-        on_given_up(following, so_far)
-
-    planned, reasons = await plan_by_level(
+    planning = request.planning
+    planned, given = await plan_by_level(
         from_level,
         start=start,
         reasons=reasons,
-        pattern=settings.planning.pattern,
-        routing=settings.planning.routing,
-        on_given_up=given_up,
+        pattern=planning.pattern,
+        routing=planning.routing,
+        on_given_up=on_given_up,
     )
     if planned is not None:
         return planned
-    return await asyncio.to_thread(
-        plan_table, settings, profile, placement, portable, start_level="pod-index", budget_reasons=reasons, **table
-    )
+    return await asyncio.to_thread(graded_plan, request, start="pod-index", reasons=given)
 
 
-__all__ = ["GivenUp", "LevelCall", "budgeted_table", "plan_by_level"]
+__all__ = ["GivenUp", "LevelCall", "plan_by_level", "plan_within_budget"]

@@ -5,16 +5,11 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-import json
-import time
-from collections.abc import Callable, Container, Iterable, Mapping, Sequence
+from collections.abc import Container, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from types import MappingProxyType
 from typing import Any
 
 from planner import (
-    Fabric,
-    HashModel,
     InputError,
     Placement,
     PlacementProblem,
@@ -22,7 +17,6 @@ from planner import (
     PlanResult,
     Server,
     Topology,
-    TopologyError,
     build_rank_table,
     read_placement,
     render_rank_table,
@@ -45,12 +39,12 @@ from webhook.common.names import (
 from webhook.common.rank_configmap import (
     CONFIGMAP_DATA_LIMIT,
     QP_PORT_CONFIG_KEY,
-    ROUTES_KEY,
     completed_payload,
     state_record,
 )
 from webhook.common.settings import AcceleratorProfile, Settings, TopologySettings
-from webhook.controller.budget import LEVEL_NAMES, GradedPlan, PlanLevel, graded_plan
+from webhook.controller.budget import LEVEL_NAMES, GradedPlan
+from webhook.controller.plan_files import RANK_TABLE_FILE, RANKS_ENV_FILE, REPORT_FILE, ROUTES_FILE, plan_outputs
 
 
 def npu_task_replicas(job: Mapping[str, Any], resource_name: str) -> tuple[int, list[str]]:
@@ -286,10 +280,6 @@ def pod_index_order(placement: Placement) -> tuple[int, ...]:
     return (placement.master, *rest)
 
 
-ROUTE_ENTRY_MIN_BYTES = 60
-"""A `routes.json` entry takes at least this much (168 bytes measured): more routes than fit are never rendered."""
-
-
 @dataclass(frozen=True, slots=True)
 class Planned:
     """A completed table ready to write."""
@@ -307,74 +297,55 @@ class Planned:
     """The level the plan came from (`webhook.controller.budget.PlanLevel`); None when not route planned."""
     steering_fallback: str | None = None
     """Why pinned routes were not steered by source ports (a hash model was given), for a warning Event."""
+    background_version: int | None = None
+    """The fabric ledger's version the routes were pinned around (None: planned alone): a write checks that the
+    links it planned around have not moved since."""
+    state_servers: tuple[tuple[str, str], ...] = ()
+    """(pod, node) of every rank, as the state record holds them."""
 
 
-def plan_table(
+def route_planning_problem(settings: Settings, placement: Placement, route_plan: bool) -> str | None:
+    """Why a route-planned job's table takes pod-index order without planning (too few NPU pods), or None."""
+    if route_plan and len(placement.servers) < settings.policy.min_route_plan_nodes:
+        return (
+            f"route planning needs at least {settings.policy.min_route_plan_nodes} NPU pods "
+            f"(got {len(placement.servers)}); the table uses pod-index order"
+        )
+    return None
+
+
+def planning_failure(exc: BaseException) -> str:
+    """The RankTableFailed message of a route plan that failed (the table then uses pod-index order)."""
+    if isinstance(exc, InputError):
+        return (
+            f"route planning failed: {exc}; the table uses pod-index order. Fix: label every NPU node "
+            "with its leaf switch (e.g. volcano.sh/tor) or install HyperNodes"
+        )
+    if isinstance(exc, MemoryError):
+        return "route planning ran out of memory even for pod-index order; the table uses pod-index order"
+    # a planner bug must not keep the job from starting: the cheapest table is valid
+    return (
+        f"route planning failed unexpectedly ({type(exc).__name__}: {exc}); the table uses pod-index "
+        "order. Please report this with the controller's log"
+    )
+
+
+def completed_table(
     settings: Settings,
     profile: AcceleratorProfile,
     placement: Placement,
-    topology: Callable[[], Topology],
+    graded: GradedPlan | None,
     *,
     job_uid: str,
     job_version: str,
     route_plan: bool,
-    record_servers: Sequence[Sequence[str]],
-    record_valid: bool,
-    start_level: PlanLevel = "as-requested",
-    budget_reasons: Sequence[str] = (),
-    memory_limit: str = "the memory available",
-    hash_model: HashModel | None = None,
+    route_problem: str | None,
+    fixed: Mapping[int, int],
+    planning_ms: float,
 ) -> Planned:
-    """Plan (or take pod-index order) and render the completed ConfigMap data. Runs in a worker thread or process.
-
-    Route plans are graded (`webhook.controller.budget`): a level that runs out of memory here falls to the next
-    cheaper one, and `start_level` skips the levels the caller gave up for `budget_reasons` (time limit, killed
-    process); `fallback` then says which plan was taken and why, in the Event's words, and so does the plan report.
-    A route plan that fails for any other reason takes pod-index order, survivors keeping their ranks, and
-    `route_problem` says why. Pinned routes are steered through `hash_model` by per-queue-pair source ports
-    (MultiQpSrcPort.cfg); when that falls back, `steering_fallback` says why. Raises ConfigMapTooLargeError, or
-    InputError when the table cannot be built.
-    """
-    started = time.perf_counter()
-    graded: GradedPlan | None = None
-    route_problem: str | None = None
-    fixed = fixed_ranks_from_record(placement, record_servers) if record_valid else {}
-    if route_plan and len(placement.servers) < settings.policy.min_route_plan_nodes:
-        route_problem = (
-            f"route planning needs at least {settings.policy.min_route_plan_nodes} NPU pods "
-            f"(got {len(placement.servers)}); the table uses pod-index order"
-        )
-    elif route_plan:
-        try:
-            planning = settings.planning
-            graded = graded_plan(
-                placement,
-                topology(),
-                pattern=planning.pattern,
-                routing=planning.routing,
-                qps=planning.qps_per_connection,
-                seed=planning.seed,
-                time_limit=planning.time_limit_s,
-                fixed_ranks=fixed or None,
-                start=start_level,
-                reasons=budget_reasons,
-                memory_limit=memory_limit,
-                hash_model=hash_model,
-                source_ports=planning.source_ports,
-                steering_time_limit=planning.steering_time_limit_s,
-            )
-        except InputError as exc:
-            route_problem = (
-                f"route planning failed: {exc}; the table uses pod-index order. Fix: label every NPU node "
-                "with its leaf switch (e.g. volcano.sh/tor) or install HyperNodes"
-            )
-        except MemoryError:
-            route_problem = "route planning ran out of memory even for pod-index order; the table uses pod-index order"
-        except Exception as exc:  # a planner bug must not keep the job from starting: the cheapest table is valid
-            route_problem = (
-                f"route planning failed unexpectedly ({type(exc).__name__}: {exc}); the table uses pod-index "
-                "order. Please report this with the controller's log"
-            )
+    """The completed ConfigMap data of a plan (`graded`), or of pod-index order (survivors keep their ranks) when
+    there is none, with the RankTableCompleted message. Raises ConfigMapTooLargeError, or InputError when the
+    table cannot be built."""
     result = graded.result if graded is not None else None
     if graded is not None:
         order = graded.order
@@ -382,27 +353,20 @@ def plan_table(
         order = _fill_order(placement, fixed)
     else:
         order = pod_index_order(placement)
-    table = render_rank_table(build_rank_table(placement, order, profile.rank_table_version))
-    ranks_env = render_ranks_env(placement, order)
-    state = state_record(
-        job_uid, job_version, [(placement.servers[i].pod_name, placement.servers[i].node_name) for i in order]
-    )
-    report = json.dumps(graded.report(placement), separators=(",", ":")) if graded is not None else None
-    routes, left_out = None, []
+    servers = tuple((placement.servers[i].pod_name, placement.servers[i].node_name) for i in order)
+    state = state_record(job_uid, job_version, servers)
+    if graded is not None:
+        outputs = plan_outputs(
+            placement, graded, profile.rank_table_version, compact=True, routes_limit=CONFIGMAP_DATA_LIMIT
+        )
+        texts = {name: text if isinstance(text, str) else "".join(text) for name, text in outputs.files.items()}
+        left_out = list(outputs.omitted)
+        table, ranks_env = texts[RANK_TABLE_FILE], texts[RANKS_ENV_FILE]
+        report, routes, qp_ports = texts.get(REPORT_FILE), texts.get(ROUTES_FILE), texts.get(QP_PORT_CONFIG_KEY)
+    else:
+        table = render_rank_table(build_rank_table(placement, order, profile.rank_table_version))
+        ranks_env, report, routes, qp_ports, left_out = render_ranks_env(placement, order), None, None, None, []
     steering = graded.steering if graded is not None else None
-    if result is not None and result.routes is not None:
-        entries = sum(int((spines >= 0).sum()) for spines in result.routes.spines)
-        if entries * ROUTE_ENTRY_MIN_BYTES > CONFIGMAP_DATA_LIMIT:
-            # Rendering them would cost seconds and hundreds of MB for a file the ConfigMap cannot hold.
-            routes = json.dumps({"omitted": f"{ROUTES_KEY}: {entries} pinned routes left out, too many for 1 MiB"})
-            left_out.append(ROUTES_KEY)
-        elif steering is not None:
-            step_ports = steering.step_ports(result.routes)
-            text = result.routes.to_json(addresses=steering.addresses, step_ports=step_ports)
-            routes = json.dumps(text, separators=(",", ":"))
-        else:
-            routes = json.dumps(result.routes.to_json(), separators=(",", ":"))
-    qp_ports = steering.config_text() if steering is not None and steering.ports is not None else None
     payload = completed_payload(
         settings,
         profile,
@@ -414,7 +378,6 @@ def plan_table(
         qp_ports=qp_ports,
     )
     left_out += [key for key in payload.omitted if key not in left_out]
-    planning_ms = (time.perf_counter() - started) * 1000.0
     if graded is not None and result is None:
         message = _fallback_completed_message(placement, graded, planning_ms)
     else:
@@ -431,6 +394,9 @@ def plan_table(
         )
     if steering is not None and steering.mode != "none" and QP_PORT_CONFIG_KEY not in payload.omitted:
         message += f"; {steering.message}"
+    if graded is not None and graded.outlook is not None:
+        message += f"; on the shared fabric: {graded.outlook.sentence()}"
+    background = graded.background if graded is not None else None
     return Planned(
         payload.data,
         payload.binary_data,
@@ -442,6 +408,8 @@ def plan_table(
         graded.fallback.message if graded is not None and graded.fallback is not None else None,
         graded.level if graded is not None else None,
         steering_fallback,
+        background.version if background is not None else None,
+        servers,
     )
 
 
@@ -456,34 +424,6 @@ def _fallback_completed_message(placement: Placement, graded: GradedPlan, planni
     if graded.level == "pod-index":
         what = "pod-index order"
     return f"{head}; ranks in {what}, over the planning budget: see the RankTableFallback event; {planning_ms:.0f} ms"
-
-
-@dataclass(frozen=True, slots=True)
-class PortableTopology:
-    """A topology that crosses a process boundary (Topology's read-only mappings do not pickle). Calling it gives
-    the Topology back, or raises the error its building raised, as the in-process thunk would."""
-
-    paths: dict[str, tuple[str, ...]]
-    slots: dict[str, int]
-    fabric: Fabric
-    source: str
-    error: str | None = None
-
-    def __call__(self) -> Topology:
-        if self.error is not None:
-            raise TopologyError(self.error)
-        return Topology(
-            MappingProxyType(dict(self.paths)), MappingProxyType(dict(self.slots)), self.fabric, self.source
-        )
-
-
-def portable_topology(build: Callable[[], Topology]) -> PortableTopology:
-    """Build the topology here (the caches live in this process) and make it portable."""
-    try:
-        topology = build()
-    except InputError as exc:
-        return PortableTopology({}, {}, Fabric(), "", str(exc))
-    return PortableTopology(dict(topology.paths), dict(topology.slots), topology.fabric, topology.source)
 
 
 def _fill_order(placement: Placement, fixed: Mapping[int, int]) -> tuple[int, ...]:
@@ -566,15 +506,15 @@ __all__ = [
     "configmap_job_key",
     "is_orphan",
     "Planned",
+    "completed_table",
+    "planning_failure",
+    "route_planning_problem",
     "fixed_ranks_from_record",
     "npu_task_replicas",
     "needs_a_fix",
     "pending_summary",
     "topology_wait",
     "placement_fingerprint",
-    "plan_table",
-    "PortableTopology",
-    "portable_topology",
     "pod_index_order",
     "rank_table_profile",
     "read_job_placement",

@@ -10,12 +10,10 @@ Only the Lease holder runs it (`webhook.controller.run`).
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
 
 from planner import InputError, Placement, PlacementReadout, Topology
 from webhook.common.metrics import Metrics
@@ -38,11 +36,9 @@ from webhook.common.rank_configmap import (
     payload_hash,
     rank_table_status,
 )
-from webhook.common.settings import AcceleratorProfile, Settings, settings_hash_model
+from webhook.common.settings import AcceleratorProfile, Settings
 from webhook.controller.budget import PlanLevel
 from webhook.controller.configmaps import ConfigMapKeeper
-from webhook.controller.isolation import PlanningProcess
-from webhook.controller.levels import budgeted_table
 from webhook.controller.planning import (
     Planned,
     build_topology,
@@ -51,13 +47,13 @@ from webhook.controller.planning import (
     npu_task_replicas,
     pending_summary,
     placement_fingerprint,
-    plan_table,
     rank_table_profile,
     read_job_placement,
     topology_wait,
     wants_route_plan,
 )
 from webhook.controller.pod_updates import PodRef, PodUpdater, node_ttl_s, table_version
+from webhook.controller.table_planning import MAX_REPLANS, TablePlanning
 from webhook.controller.watches import namespaced_informer
 from webhook.kube.client import (
     CONFIGMAPS,
@@ -128,8 +124,6 @@ class Controller:
             else pending_event_interval_s
         )
         self.workers = workers
-        self.hash_model = settings_hash_model(settings)
-        """The fabric's hash (topology.hashModelFile, read when the settings were): pinned routes are steered."""
         namespaces = settings.controller.namespaces
         self.queue = DebouncedQueue(
             settings.controller.debounce_s, settings.controller.debounce_s * MAX_DEBOUNCE_FACTOR
@@ -156,17 +150,14 @@ class Controller:
         self._pods_by_job: dict[str, set[str]] = {}
         self._memory: dict[str, _JobMemory] = {}
         self._topology_cache: tuple[tuple[int, int, str], Topology] | None = None
-        controller = settings.controller
-        self.planning = (
-            PlanningProcess(
-                memory_limit_mib=controller.planning_memory_limit_mib,
-                timeout_s=controller.planning_timeout_s,
-                preload=(plan_table.__module__,),
-            )
-            if controller.planning_process
-            else None
+        self.tables = TablePlanning(
+            settings,
+            metrics,
+            running=lambda: (list(self.configmaps.store.values()), list(self.jobs.store)),
         )
-        """The worker process route plans run in (None: they run in a thread of this process)."""
+        """Plans tables within the budget around the fabric's other jobs, and commits them against the ledger."""
+        self._ledger_changes: dict[str, Obj | None] = {}
+        self._ledger_wake = asyncio.Event()
 
     # -- event handlers --------------------------------------------------------------------------------------
 
@@ -176,6 +167,7 @@ class Controller:
             self._memory.pop(key, None)
             self.keeper.job_deleted(key)
             self.pod_updates.forget(key)
+            self._ledger_change(key, None)  # its load leaves the fabric at once, before its ConfigMap goes
             return
         self.queue.add(key)
         self.keeper.job_seen(key, job)
@@ -199,10 +191,28 @@ class Controller:
         )
         self.queue.add(job_key, 0.0 if lost else None)
 
-    def _on_configmap(self, _event_type: str, configmap: Obj, _old: Obj | None) -> None:
+    def _on_configmap(self, event_type: str, configmap: Obj, _old: Obj | None) -> None:
         job_key = configmap_job_key(configmap, self.settings)
-        if job_key is not None and job_key in self.jobs.store:
+        if job_key is None:
+            return
+        known = job_key in self.jobs.store
+        self._ledger_change(job_key, configmap if known and event_type != "DELETED" else None)
+        if known:
             self.queue.add(job_key)
+
+    def _ledger_change(self, job_key: str, configmap: Obj | None) -> None:
+        """The job's ConfigMap as it is now (None: gone), for the ledger (applied in order, the latest only)."""
+        self._ledger_changes[job_key] = configmap
+        self._ledger_wake.set()
+
+    async def _apply_ledger_changes(self) -> None:
+        """Keep the fabric ledger in line with the rank-table ConfigMaps (parsing and hashing in a thread)."""
+        while True:
+            await self._ledger_wake.wait()
+            self._ledger_wake.clear()
+            while self._ledger_changes:
+                job_key, configmap = self._ledger_changes.popitem()
+                await asyncio.to_thread(self.tables.ledger.update, job_key, configmap)
 
     def _on_topology(self, _event_type: str, _obj: Obj, _old: Obj | None) -> None:
         # Jobs still waiting may be waiting for topology labels; completed tables are not re-planned.
@@ -216,9 +226,8 @@ class Controller:
         """Start informers, wait for their first list, then reconcile until cancelled (or `stop` is set)."""
         tasks: list[asyncio.Task[None]] = []
         try:
-            if self.planning is not None:
-                # The worker's interpreter starts (and imports numpy) while the caches fill.
-                tasks.append(asyncio.create_task(asyncio.to_thread(self.planning.start), name="planning-process"))
+            # The planning worker's interpreter starts (and imports numpy) while the caches fill.
+            tasks.append(asyncio.create_task(asyncio.to_thread(self.tables.start), name="planning-process"))
             informers = [self.nodes, self.jobs, self.configmaps, self.pods]
             topology = self.settings.topology
             if topology.use_hypernodes:
@@ -237,8 +246,10 @@ class Controller:
                 len(self.pods.store),
                 len(self.nodes.store),
             )
+            await self._rebuild_ledger()
             for job_key in self.jobs.store:
                 self.queue.add(job_key, 0.0)
+            tasks.append(asyncio.create_task(self._apply_ledger_changes(), name="fabric-ledger"))
             for n in range(self.settings.controller.configmap_create_workers):
                 tasks.append(asyncio.create_task(self.keeper.run_creations(), name=f"create-{n}"))
             for n in range(self.workers):
@@ -249,12 +260,24 @@ class Controller:
             else:
                 await stop.wait()
         finally:
-            if self.planning is not None:
-                self.planning.close()
+            self.tables.close()
             tasks += self.pod_updates.cancel()
             for task in tasks:
                 task.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
+
+    async def _rebuild_ledger(self) -> None:
+        """The fabric ledger from every completed rank-table ConfigMap in the caches, before any plan is made (the
+        changes seen meanwhile are in it)."""
+        if self.settings.planning.routing != "pinned":
+            return  # only pinned routes are planned around other jobs
+        self._ledger_changes.clear()
+        try:
+            topology = await asyncio.to_thread(await self._topology_now())
+        except InputError as exc:
+            log.warning("event=fabric_ledger_unavailable error=%s detail=jobs are planned alone", exc)
+            return
+        await asyncio.to_thread(self.tables.ensure_ledger, topology)
 
     async def _worker(self) -> None:
         while True:
@@ -380,53 +403,23 @@ class Controller:
                 self._update_pods(key, configmap, placement, pods, current_sha, written_at=None)
                 return None
         record_servers, record_valid = self._record(configmap, memory, uid, version_text)
-        topology = await self._topology_now()
-        try:
-            planned = await self._plan(
-                profile,
-                placement,
-                topology,
-                job_uid=uid,
-                job_version=version_text,
-                route_plan=route_plan,
-                record_servers=record_servers,
-                record_valid=record_valid,
-                memory=memory,
-                fingerprint=fingerprint,
-            )
-        except (ConfigMapTooLargeError, InputError) as exc:
-            self.metrics.plans.labels("failed").inc()
-            message = str(exc)
-            if status == "completed" and configmap_fingerprint == fingerprint:
-                # Completed earlier for these very pods (an older release, or before an edit): still right.
-                written = configmap
-                message += "; the table completed earlier for these pods stays"
-            else:
-                written = await self._reset_to_initializing(job, profile, configmap, status)
-            if message != memory.failed_message:
-                memory.failed_message = message
-                await self._event(job, written, "RankTableFailed", message, "Warning")
-            return None
-        if planned.route_problem and planned.route_problem != memory.failed_message:
-            memory.failed_message = planned.route_problem
-            await self._event(job, configmap, "RankTableFailed", planned.route_problem, "Warning")
-        elif not planned.route_problem:
-            memory.failed_message = ""
-        self.metrics.plan_latency.observe(planned.planning_ms / 1000.0)
-
-        annotations_update = {FINGERPRINT_ANNOTATION: fingerprint, DATA_HASH_ANNOTATION: planned.payload_sha}
-        if not self.is_leader():
-            return None  # lost the lease while planning: write nothing
-        written = await self._write(
+        done = await self._plan_and_write(
             job,
             profile=profile,
+            placement=placement,
             configmap=configmap,
-            data=planned.payload_data,
-            binary_data=planned.payload_binary,
-            annotations=annotations_update,
+            status=status,
+            route_plan=route_plan,
+            fingerprint=fingerprint,
+            configmap_fingerprint=configmap_fingerprint,
+            record=(record_servers, record_valid),
+            memory=memory,
         )
+        if done is None:
+            return None
+        planned, written = done
         self._update_pods(key, written, placement, pods, planned.payload_sha, written_at=time.monotonic())
-        memory.record_servers = json.loads(planned.payload_data[STATE_KEY])["servers"]
+        memory.record_servers = [list(server) for server in planned.state_servers]
         memory.record_identity = (uid, version_text)
         memory.pending_message = ""
         # routed, or the level a budget fallback took (unpinned, ring-order), else pod-index
@@ -449,6 +442,91 @@ class Controller:
             await self._event(job, written, "RankTableFallback", message, "Warning")
         await self._event(job, written, "RankTableCompleted", planned.message, "Normal")
         return None
+
+    async def _plan_and_write(
+        self,
+        job: Obj,
+        *,
+        profile: AcceleratorProfile,
+        placement: Placement,
+        configmap: Obj | None,
+        status: str | None,
+        route_plan: bool,
+        fingerprint: str,
+        configmap_fingerprint: str | None,
+        record: tuple[list[list[str]], bool],
+        memory: _JobMemory,
+    ) -> tuple[Planned, Obj] | None:
+        """Plan the completed table and write it, planning again (at most MAX_REPLANS times) while the links it
+        was planned around moved before the write; None when nothing was written (a failure is reported)."""
+        key = object_key(job)
+        meta = job.get("metadata") or {}
+        uid = str(meta.get("uid", ""))
+        version_value = (job.get("status") or {}).get("version")
+        version_text = str(version_value) if version_value is not None else ""
+        record_servers, record_valid = record
+        topology = await self._topology_now()
+        resume = memory.given_up[1:] if memory.given_up[0] == fingerprint else None
+
+        def given_up(following: PlanLevel, reasons: tuple[str, ...]) -> None:
+            memory.given_up = (fingerprint, following, reasons)
+
+        written: Obj | None = None
+        for attempt in range(MAX_REPLANS + 1):
+            try:
+                table = await self.tables.plan(
+                    key,
+                    profile,
+                    placement,
+                    topology,
+                    job_uid=uid,
+                    job_version=version_text,
+                    route_plan=route_plan,
+                    record_servers=record_servers,
+                    record_valid=record_valid,
+                    resume=resume,
+                    on_given_up=given_up,
+                )
+            except (ConfigMapTooLargeError, InputError) as exc:
+                self.metrics.plans.labels("failed").inc()
+                message = str(exc)
+                if status == "completed" and configmap_fingerprint == fingerprint:
+                    # Completed earlier for these very pods (an older release, or before an edit): still right.
+                    failed = configmap
+                    message += "; the table completed earlier for these pods stays"
+                else:
+                    failed = await self._reset_to_initializing(job, profile, configmap, status)
+                if message != memory.failed_message:
+                    memory.failed_message = message
+                    await self._event(job, failed, "RankTableFailed", message, "Warning")
+                return None
+            planned = table.planned
+            if attempt == 0:
+                if planned.route_problem and planned.route_problem != memory.failed_message:
+                    memory.failed_message = planned.route_problem
+                    await self._event(job, configmap, "RankTableFailed", planned.route_problem, "Warning")
+                elif not planned.route_problem:
+                    memory.failed_message = ""
+            self.metrics.plan_latency.observe(planned.planning_ms / 1000.0)
+            if not self.is_leader():
+                return None  # lost the lease while planning: write nothing
+            annotations_update = {FINGERPRINT_ANNOTATION: fingerprint, DATA_HASH_ANNOTATION: planned.payload_sha}
+
+            async def write(planned: Planned = planned, annotations: dict[str, str] = annotations_update) -> Obj:
+                return await self._write(
+                    job,
+                    profile=profile,
+                    configmap=configmap,
+                    data=planned.payload_data,
+                    binary_data=planned.payload_binary,
+                    annotations=annotations,
+                )
+
+            written = await self.tables.commit(key, table, placement, write, last=attempt == MAX_REPLANS)
+            if written is not None:
+                break
+        assert written is not None
+        return planned, written
 
     def _update_pods(
         self,
@@ -486,46 +564,6 @@ class Controller:
         configmap_key = self.keeper.configmap_key(job)
         configmap = self.configmaps.store.get(configmap_key) if configmap_key else None
         await self._event(job, configmap, "RankTablePodsUpdated", message, event_type)
-
-    async def _plan(
-        self,
-        profile: AcceleratorProfile,
-        placement: Placement,
-        topology: Callable[[], Topology],
-        *,
-        job_uid: str,
-        job_version: str,
-        route_plan: bool,
-        record_servers: list[list[str]],
-        record_valid: bool,
-        memory: _JobMemory,
-        fingerprint: str,
-    ) -> Planned:
-        """The completed table within the planning budget (`webhook.controller.levels.budgeted_table`); levels
-        given up for this placement are remembered and not tried again."""
-        arguments: dict[str, Any] = {
-            "job_uid": job_uid,
-            "job_version": job_version,
-            "route_plan": route_plan,
-            "record_servers": record_servers,
-            "record_valid": record_valid,
-            "hash_model": self.hash_model,
-        }
-        resume = memory.given_up[1:] if memory.given_up[0] == fingerprint else None
-
-        def given_up(following: PlanLevel, reasons: tuple[str, ...]) -> None:
-            memory.given_up = (fingerprint, following, reasons)
-
-        return await budgeted_table(
-            self.settings,
-            self.planning,
-            profile,
-            placement,
-            topology,
-            table=arguments,
-            resume=resume,
-            on_given_up=given_up,
-        )
 
     def _record(
         self, configmap: Obj | None, memory: _JobMemory, uid: str, version: str

@@ -18,7 +18,7 @@ from typing import Any
 from kubernetes_asyncio.client import ApiClient, Configuration
 
 from webhook.common.metrics import Metrics
-from webhook.common.names import JOB_NAME_LABEL
+from webhook.common.names import JOB_NAME_LABEL, RING_LABEL
 from webhook.kube.client import CONFIGMAPS, HYPERNODES, JOBS, NODES, PODS, KubeError, KubeRepository, ResourceKind
 
 log = logging.getLogger("ringroute.kube.whatif")
@@ -49,6 +49,9 @@ class ReadRequest:
     nodes: bool = True
     hypernodes: bool = True
     tor_configmap: tuple[str, str] | None = DEFAULT_TOR_CONFIGMAP
+    rank_tables: bool = False
+    """Also list every rank-table ConfigMap (label ring-controller.cce, all namespaces): the jobs running on the
+    fabric. Refused (403), the plan is made without them and `rank_tables_refused` says why."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,6 +65,9 @@ class ClusterObjects:
     nodes: list[Obj] = field(default_factory=list)
     hypernodes: list[Obj] = field(default_factory=list)
     tor_configmap: Obj | None = None
+    rank_tables: list[Obj] = field(default_factory=list)
+    rank_tables_refused: str | None = None
+    """Why the rank-table ConfigMaps could not be listed (None: they were, or were not asked for)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -194,6 +200,7 @@ async def read_job_objects(api: ApiClient, request: ReadRequest, default_namespa
     tor: Obj | None = None
     if request.tor_configmap is not None and not hypernodes:
         tor = await reader.get(CONFIGMAPS, *request.tor_configmap)
+    rank_tables, refused = await _rank_tables(reader) if request.rank_tables else ([], None)
     return ClusterObjects(
         server=server,
         namespace=namespace,
@@ -202,7 +209,44 @@ async def read_job_objects(api: ApiClient, request: ReadRequest, default_namespa
         nodes=nodes,
         hypernodes=hypernodes,
         tor_configmap=tor,
+        rank_tables=rank_tables,
+        rank_tables_refused=refused,
     )
+
+
+async def _rank_tables(reader: _Reader) -> tuple[list[Obj], str | None]:
+    """Every rank-table ConfigMap of the cluster, or why they could not be listed (RBAC often refuses it)."""
+    try:
+        items = await reader.list(CONFIGMAPS, None, RING_LABEL)
+    except ClusterReadError as exc:
+        return [], str(exc)
+    for item in items:
+        item.setdefault("kind", "ConfigMap")
+    return items, None
+
+
+async def read_fabric(choice: KubeconfigChoice, *, hypernodes: bool = True) -> ClusterObjects:
+    """Nodes, HyperNodes and every rank-table ConfigMap of the cluster (`ringroute fabric load`, read-only)."""
+    api, namespace = await connect_readonly(choice)
+    try:
+        server = str(api.configuration.host)
+        reader = _Reader(KubeRepository(api, Metrics(), request_timeout_s=REQUEST_TIMEOUT_S), server)
+        nodes = await reader.list(NODES)
+        found = await reader.list(HYPERNODES) if hypernodes and await reader.served(HYPERNODES) else []
+        rank_tables, refused = await _rank_tables(reader)
+        if refused is not None:
+            raise ClusterReadError(refused)
+        return ClusterObjects(
+            server=server,
+            namespace=namespace or "default",
+            job={},
+            pods=[],
+            nodes=nodes,
+            hypernodes=found,
+            rank_tables=rank_tables,
+        )
+    finally:
+        await api.close()
 
 
 async def read_job(choice: KubeconfigChoice, request: ReadRequest) -> ClusterObjects:
@@ -222,6 +266,7 @@ __all__ = [
     "ReadRequest",
     "connect_readonly",
     "kubeconfig_files",
+    "read_fabric",
     "read_job",
     "read_job_objects",
 ]
