@@ -104,7 +104,7 @@ async def test_the_links_of_a_deleted_job_are_free_for_the_next_one(tmp_path: Pa
         used_by_first = uplinks(truth(h, ["first"]), "first")
         await h.server.remove("jobs", NS, "first")
         await wait_for(lambda: h.configmap("first") is None)
-        await wait_for(lambda: "team-a/first" not in (h.controller.tables.ledger.snapshot() or FabricLedger).jobs)
+        await wait_for(lambda: h.controller.tables.ledger.nodes_of("team-a/first") == ())
         await start(h, "third")
         ledger = truth(h, ["second", "third"])
         assert uplinks(ledger, "third") & used_by_first, "the lowest-numbered spines, freed, are taken again"
