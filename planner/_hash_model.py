@@ -116,8 +116,26 @@ def next_hop_index(name: str, tier: SwitchTier) -> int:
     return int(matched.group(2))
 
 
+_OCTET = r"(?:25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])"
+CANONICAL_IPV4 = rf"{_OCTET}(?:\.{_OCTET}){{3}}"
+"""A regular expression of an IPv4 address in canonical dotted-quad form (no leading zeros, no spaces)."""
+_CANONICAL = re.compile(CANONICAL_IPV4)
+
+
+def canonical_ipv4(text: str) -> int | None:
+    """The value of `text` when it is an IPv4 address in canonical dotted-quad form (what ringroute writes and
+    HCCL matches), else None: the fast path of every address a rank table or port file holds."""
+    if _CANONICAL.fullmatch(text) is None:
+        return None
+    a, b, c, d = text.split(".")
+    return (int(a) << 24) | (int(b) << 16) | (int(c) << 8) | int(d)
+
+
 def ipv4_int(text: str, what: str = "address") -> int:
     """The 32-bit value of a dotted-quad IPv4 address; InputError for anything else (IPv6 included)."""
+    fast = canonical_ipv4(text)
+    if fast is not None:
+        return fast
     try:
         address = ipaddress.ip_address(text)
     except ValueError:

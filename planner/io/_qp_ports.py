@@ -10,10 +10,12 @@ form; ports in plain decimal 1-65535 (HCCL also takes 0, octal and hex, which ri
 from __future__ import annotations
 
 import ipaddress
+import re
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
 from planner._errors import InputError
+from planner._hash_model import CANONICAL_IPV4, canonical_ipv4
 
 QP_PORT_CONFIG_FILE = "MultiQpSrcPort.cfg"
 """The file name HCCL opens in $HCCL_RDMA_QP_PORT_CONFIG_PATH."""
@@ -64,6 +66,8 @@ def render_qp_port_config(lines: Iterable[QpPortLine], header: Sequence[str] = (
 
 
 def _canonical_ipv4(text: str, where: str) -> str:
+    if canonical_ipv4(text) is not None:
+        return text
     try:
         address = ipaddress.IPv4Address(text)
     except ValueError:
@@ -71,6 +75,10 @@ def _canonical_ipv4(text: str, where: str) -> str:
     if str(address) != text:
         raise InputError(f"{where}: {text!r} is not in canonical form ({address}); HCCL matches the text exactly")
     return text
+
+
+_PORT = r"[1-9][0-9]{0,4}"
+_LINE = re.compile(rf"({CANONICAL_IPV4}),({CANONICAL_IPV4})=({_PORT}(?:,{_PORT})*)")
 
 
 def read_qp_port_config(text: str) -> list[QpPortLine]:
@@ -91,6 +99,14 @@ def read_qp_port_config(text: str) -> list[QpPortLine]:
         line = raw.replace(" ", "").replace("\t", "").split("#", 1)[0]
         if not line:
             continue
+        fast = _LINE.fullmatch(line)
+        if fast is not None:  # as ringroute writes it: canonical addresses, plain ports (range checked below)
+            src, dst, ports_text = fast.groups()
+            given = tuple(int(p) for p in ports_text.split(","))
+            if len(given) <= MAX_PORTS_PER_LINE and max(given) <= 65535 and (src, dst) not in seen:
+                seen[src, dst] = number
+                out.append(QpPortLine(src, dst, given))
+                continue
         where = f"{QP_PORT_CONFIG_FILE} line {number}"
         pair, equals, ports_text = line.partition("=")
         if not equals or "=" in ports_text:

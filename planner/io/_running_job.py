@@ -17,7 +17,6 @@ from typing import Any, get_args
 
 from planner._errors import InputError, RankTableError
 from planner._model import Pattern
-from planner.io._numbers import parse_count
 from planner.io._qp_ports import MAX_PORTS_PER_LINE, QP_PORT_CONFIG_FILE, QpPortLine, read_qp_port_config
 from planner.io._ranktable import parse_rank_table
 
@@ -157,8 +156,11 @@ def _routes(text: str, where: str) -> tuple[tuple[RouteRecord, ...] | None, int]
     return tuple(out), qps
 
 
-def read_running_job(files: Mapping[str, str], *, key: str, where: str | None = None) -> RunningJob:
-    """The running job the files of its plan describe (module docstring).
+def read_running_job(
+    files: Mapping[str, str], *, key: str, where: str | None = None, ports_first: bool = False
+) -> RunningJob:
+    """The running job the files of its plan describe (module docstring). `ports_first`: routes.json is not read
+    when MultiQpSrcPort.cfg is (a reader with a hash model follows the ports, not the plan).
 
     Raises InputError naming `where` (default: `key`) and the file and field when the rank table is missing,
     unreadable or not completed, or the records contradict it. Ports and routes that cannot be read are reported
@@ -174,15 +176,12 @@ def read_running_job(files: Mapping[str, str], *, key: str, where: str | None = 
     if table.get("status") != "completed":
         raise InputError(f"{where} {RANK_TABLE_FILE}: status is {table.get('status')!r}; a running job's is completed")
     servers = list(table.get("server_list") or [])
-    ranked = sorted(
-        range(len(servers)),
-        key=lambda i: min(parse_count(d["rank_id"]) for d in servers[i]["device"]),
-    )
+    # the table is checked: every id a count, so int() reads it
+    ranked = sorted(range(len(servers)), key=lambda i: min(int(d["rank_id"]) for d in servers[i]["device"]))
     server_ids = tuple(servers[i]["server_id"] for i in ranked)
     host_ips = tuple(servers[i].get("host_ip") for i in ranked)
     addresses = tuple(
-        tuple(d["device_ip"] for d in sorted(servers[i]["device"], key=lambda d: parse_count(d["device_id"])))
-        for i in ranked
+        tuple(d["device_ip"] for d in sorted(servers[i]["device"], key=lambda d: int(d["device_id"]))) for i in ranked
     )
     nodes, pattern = _nodes_from_records(files, len(servers), where)
     problem: str | None = None
@@ -201,7 +200,7 @@ def read_running_job(files: Mapping[str, str], *, key: str, where: str | None = 
                 port_lines = None
             elif counts:
                 qps = counts.pop()
-    if ROUTES_FILE in files:
+    if ROUTES_FILE in files and not (ports_first and port_lines is not None):
         try:
             routes, route_qps = _routes(files[ROUTES_FILE], f"{ROUTES_FILE}")
         except InputError as exc:

@@ -122,7 +122,7 @@ class LedgerKeeper:
         if key in sources and sources[key].data_sha == sha and key in ledger:
             return True
         try:
-            job = read_running_job(plan_files(configmap, profile), key=key)
+            job = read_running_job(plan_files(configmap, profile), key=key, ports_first=self._model is not None)
             traffic = running_job_traffic(job, topology, ledger.links, self._model)
         except InputError as exc:
             log.warning("event=fabric_job_left_out job=%s error=%s", key, exc)
