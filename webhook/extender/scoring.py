@@ -217,7 +217,7 @@ def _leaf_scores(
 
 def _remaining(task: TaskView, state: ExtenderState, hosted: int) -> int | None:
     """Tasks of the job still to place, this one included (None when the size is unknown)."""
-    facts = state.job_facts(task.job)
+    facts = state.session_job(task.job)
     if facts is not None:
         return max(1, facts.pending)
     if task.npu_pods is not None:
