@@ -22,14 +22,12 @@ import asyncio
 import contextlib
 import copy
 import json
-from collections.abc import AsyncIterator
-from pathlib import Path
 from typing import Any
 
 import msgspec
 import pytest
 
-from tests.e2e.test_network_topology_e2e import scheduler_conf
+from tests.e2e.scheduler import extender_in_scheduler, scheduler_conf
 from tests.e2e.test_training_start_e2e import (
     LEAF_LABEL,
     PODS_IN_JOB,
@@ -42,7 +40,6 @@ from tests.e2e.test_training_start_e2e import (
 from webhook.common.metrics import Metrics
 from webhook.common.settings import ControllerSettings, ExtenderSettings, Settings, TopologySettings
 from webhook.controller.run import run_controller
-from webhook.extender.app import ExtenderService, serve_extender
 from webhook.kube.client import EVENTS, JOBS, PODS, KubeError, KubeRepository
 
 pytestmark = pytest.mark.e2e
@@ -87,38 +84,6 @@ def init_only_job(name: str, namespace: str) -> Obj:
     return job
 
 
-@contextlib.asynccontextmanager
-async def extender_in_scheduler(conf: Path, settings: Settings) -> AsyncIterator[Metrics]:
-    """ringroute's extender served here with `settings` and added to vc-scheduler's configuration (restored on exit);
-    Volcano 1.7's verbs only."""
-    metrics = Metrics()
-    server = await serve_extender(ExtenderService(settings, metrics), "127.0.0.1", 0)
-    original = await asyncio.to_thread(conf.read_text)
-    plugin = (
-        "  - name: extender\n"
-        "    arguments:\n"
-        f"      extender.urlPrefix: http://127.0.0.1:{server.port}/extender\n"
-        "      extender.httpTimeout: 1s\n"
-        "      extender.onSessionOpenVerb: onSessionOpen\n"
-        "      extender.onSessionCloseVerb: onSessionClose\n"
-        "      extender.predicateVerb: predicate\n"
-        "      extender.prioritizeVerb: prioritize\n"
-        "      extender.ignorable: true\n"
-    )
-    try:
-        await asyncio.to_thread(conf.write_text, original.rstrip("\n") + "\n" + plugin)
-        for _ in range(100):  # vc-scheduler reloads the file: wait for its first call
-            if metrics.registry.get_sample_value(
-                "ringroute_extender_requests_total", {"verb": "onSessionOpen", "outcome": "ok"}
-            ):
-                break
-            await asyncio.sleep(0.1)
-        yield metrics
-    finally:
-        await asyncio.to_thread(conf.write_text, original)
-        await server.close(grace_s=1.0)
-
-
 async def completed_messages(repo: KubeRepository, namespace: str, job: str, timeout_s: float = 15.0) -> list[str]:
     """The RankTableCompleted Events on the Job, once there is one (posted after the write they report)."""
     for _ in range(int(timeout_s / 0.2)):
@@ -159,7 +124,10 @@ async def test_a_job_annotated_space_true_gets_a_routed_table_and_route_plan_on_
         )
         device_plugin = asyncio.create_task(play_device_plugin(repo, namespace, None, stop))
         try:
-            async with extender_in_scheduler(conf, settings) as extender, admission(repo, settings, namespace):
+            async with (
+                extender_in_scheduler(conf, settings, allocate_events=False) as extender,
+                admission(repo, settings, namespace),
+            ):
                 with pytest.raises(KubeError) as refused:
                     await repo.create_object(JOBS, init_only_job("init-only", namespace))
                 stored = await repo.create_object(JOBS, annotated_job("spaced", namespace))
