@@ -18,6 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from certs import ServingCertificates
+from planner import read_quantity
 from tests.support.admission import bare_job, damaged_jobs, json_values, review
 from webhook.admission.server import admission_app
 from webhook.common.metrics import Metrics
@@ -136,6 +137,7 @@ npu_quantities = (
 def test_no_npu_quantity_gets_a_500_or_a_mutation_without_its_additions(
     request: Any, limit: Any, connection: http.client.HTTPSConnection
 ) -> None:
+    """A quantity of zero cards asks for none: the container is not an NPU container and gets nothing added."""
     job = bare_job()
     resources = job["spec"]["tasks"][0]["template"]["spec"]["containers"][0]["resources"]
     resources["limits"]["huawei.com/ascend-1980"] = limit
@@ -150,7 +152,11 @@ def test_no_npu_quantity_gets_a_500_or_a_mutation_without_its_additions(
     assert status == 200, raw
     response = orjson.loads(raw)["response"]
     assert response["allowed"] is True
-    assert len(orjson.loads(base64.b64decode(response["patch"]))) > 3, "the additions are never skipped"
+    ops = orjson.loads(base64.b64decode(response["patch"]))
+    if all(read_quantity(q) == 0 for q in (request, limit) if q is not None):
+        assert not any("/spec/tasks/" in op["path"] for op in ops), "zero cards: not an NPU container"
+    else:
+        assert len(ops) > 3, "the additions are never skipped"
 
 
 @pytest.mark.parametrize("depth", [250, 600, 1000, 1030])

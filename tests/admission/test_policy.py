@@ -412,7 +412,7 @@ def test_rendering_follows_kubernetes_field_errors() -> None:
 
 
 def test_every_rule_has_a_distinct_name() -> None:
-    assert len(RULES) == len(set(RULES)) == 25
+    assert len(RULES) == len(set(RULES)) == 26
 
 
 @pytest.mark.parametrize(

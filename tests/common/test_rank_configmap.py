@@ -25,7 +25,7 @@ from webhook.common.rank_configmap import (
     state_record,
 )
 from webhook.common.settings import AcceleratorProfile, Settings
-from webhook.controller.planning import fixed_ranks_from_record, npu_task_replicas, wants_route_plan
+from webhook.controller.planning import fixed_ranks_from_record
 from webhook.kube.workqueue import DebouncedQueue
 
 SETTINGS = Settings()
@@ -129,19 +129,6 @@ def test_state_record_round_trips_and_garbage_is_ignored() -> None:
     assert parse_state_record("{not json") is None
     assert parse_state_record(None) is None
     assert STATE_KEY == "ringroute-state.json"
-
-
-def test_expected_pods_count_only_npu_tasks_and_route_plan_is_read_from_env_or_annotation() -> None:
-    job = make_job("j", 5, route_plan=False)
-    cpu_task = json.loads(json.dumps(job["spec"]["tasks"][0]))
-    cpu_task["name"] = "ps"
-    cpu_task["template"]["spec"]["containers"][0]["resources"] = {"requests": {"cpu": "4"}}
-    job["spec"]["tasks"].append(cpu_task)
-    assert npu_task_replicas(job, "huawei.com/ascend-1980") == (5, ["worker", "ps"])
-    assert not wants_route_plan(job)
-    job["metadata"]["annotations"] = {"ringroute.io/route-plan": "true"}
-    assert wants_route_plan(job)
-    assert wants_route_plan(make_job("k", 3, route_plan=True))
 
 
 def test_survivor_ranks_never_give_rank_zero_to_a_pod_other_than_task_index_zero() -> None:

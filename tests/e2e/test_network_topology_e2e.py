@@ -33,13 +33,13 @@ from aiohttp import web
 
 from certs import ServingCertificates, generate_bundle
 from emulation.cluster import device_annotation
+from tests.e2e.scheduler import extender_in_scheduler, scheduler_conf
 from tests.e2e.webhooks import registered_webhooks
 from webhook.admission.server import HANDLERS_KEY, admission_app
 from webhook.cli.cluster_facts import ClusterFactsWatch
 from webhook.common.metrics import Metrics
-from webhook.common.settings import ControllerSettings, ExtenderSettings, Settings
+from webhook.common.settings import ControllerSettings, Settings
 from webhook.controller.run import run_controller
-from webhook.extender.app import ExtenderService, serve_extender
 from webhook.kube.client import CONFIGMAPS, HYPERNODES, JOBS, NODES, PODS, KubeError, KubeRepository, connect
 
 pytestmark = pytest.mark.e2e
@@ -204,13 +204,6 @@ class Live:
     facts: ClusterFactsWatch
 
 
-def scheduler_conf() -> Path | None:
-    """vc-scheduler's configuration file, when this process may edit it."""
-    named = os.environ.get("RINGROUTE_E2E_SCHEDULER_CONF")
-    path = Path(named) if named else Path(os.environ["RINGROUTE_E2E_KUBECONFIG"]).parent / "volcano" / "scheduler.conf"
-    return path if path.is_file() and os.access(path, os.W_OK) else None
-
-
 async def jobs_take_network_topology(repo: KubeRepository) -> bool:
     """Whether Volcano's Job CRD has `spec.networkTopology` (1.12+): the kit installs the HyperNode CRD with
     Volcano 1.7 too, which ignores it."""
@@ -359,40 +352,6 @@ async def admission(repo: KubeRepository, settings: Settings, namespace: str) ->
             stop.set()
             await asyncio.gather(watcher, return_exceptions=True)
             await runner.cleanup()
-
-
-@contextlib.asynccontextmanager
-async def extender_in_scheduler(conf: Path) -> AsyncIterator[Metrics]:
-    """ringroute's extender served here and added to vc-scheduler's configuration (restored on exit)."""
-    metrics = Metrics()
-    service = ExtenderService(Settings(extender=ExtenderSettings(listen="127.0.0.1:0")), metrics)
-    server = await serve_extender(service, "127.0.0.1", 0)
-    original = await asyncio.to_thread(conf.read_text)
-    plugin = (
-        "  - name: extender\n"
-        "    arguments:\n"
-        f"      extender.urlPrefix: http://127.0.0.1:{server.port}/extender\n"
-        "      extender.httpTimeout: 1s\n"
-        "      extender.onSessionOpenVerb: onSessionOpen\n"
-        "      extender.onSessionCloseVerb: onSessionClose\n"
-        "      extender.predicateVerb: predicate\n"
-        "      extender.prioritizeVerb: prioritize\n"
-        "      extender.allocateFuncVerb: allocate\n"
-        "      extender.deallocateFuncVerb: deallocate\n"
-        "      extender.ignorable: true\n"
-    )
-    try:
-        await asyncio.to_thread(conf.write_text, original.rstrip("\n") + "\n" + plugin)
-        for _ in range(100):  # vc-scheduler reloads the file: wait for its first call
-            if metrics.registry.get_sample_value(
-                "ringroute_extender_requests_total", {"verb": "onSessionOpen", "outcome": "ok"}
-            ):
-                break
-            await asyncio.sleep(0.1)
-        yield metrics
-    finally:
-        await asyncio.to_thread(conf.write_text, original)
-        await server.close(grace_s=1.0)
 
 
 async def dry_run_warnings(repo: KubeRepository, job: Obj) -> list[str]:

@@ -139,7 +139,7 @@ def test_a_job_without_network_topology_on_unlabelled_nodes_is_no_topology_not_n
 def test_the_hard_tier_is_read_as_vc_scheduler_reads_it(topology: dict[str, Any], expected: TierLimit | None) -> None:
     six = job("six", 6)
     body = with_topology(session_open([six], [node("n", tor("A"))]), six.job_id, topology)
-    facts = opened(body).job_facts(six.job_id)
+    facts = opened(body).session_job(six.job_id)
     assert facts is not None
     assert facts.hard_tier == expected
 

@@ -128,6 +128,8 @@ def test_predicate_message_names_the_resource_of_a_16_card_profile() -> None:
     settings = Settings(profiles=(*DEFAULT_PROFILES, profile))
     task = job().tasks[0]
     task["Pod"]["metadata"]["labels"]["ring-controller.cce"] = "ascend-snt9b23"
+    cards = {"huawei.com/ascend-snt9b23": "16"}
+    task["Pod"]["spec"]["containers"][0]["resources"] = {"requests": cards, "limits": cards}
     task["Resreq"] = task["InitResreq"] = {"ScalarResources": {"huawei.com/ascend-snt9b23": 16000.0}}
     info = node("n1", tor("A"))
     info["Allocatable"]["ScalarResources"] = {"huawei.com/ascend-snt9b23": 16000.0}

@@ -15,7 +15,6 @@ import jsonpatch
 import jsonschema
 import orjson
 import yaml
-from aiohttp import web
 from hypothesis import strategies as st
 
 from certs import ServingCertificates
@@ -24,6 +23,7 @@ from webhook.admission.jobview import as_mapping, read_job
 from webhook.admission.mutation import NO_FACTS, ClusterFacts, PatchOp, plan_create
 from webhook.admission.policy.network_topology import topology_facts
 from webhook.admission.server import admission_app
+from webhook.common import http_server
 from webhook.common.metrics import Metrics
 from webhook.common.names import INJECTED_ANNOTATION
 from webhook.common.settings import Settings
@@ -149,12 +149,12 @@ async def start(
 ) -> tuple[Service, Callable[[], Awaitable[None]]]:
     certs = certificates or ServingCertificates(tls_material)
     metrics = Metrics()
-    app = admission_app(settings or Settings(), metrics, certificates=certs)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0, ssl_context=certs.ssl_context())
-    await site.start()
-    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    settings = settings or Settings()
+    app = admission_app(settings, metrics, certificates=certs)
+    # Served as `ringroute serve` serves it: a refused body's connection closes once the answer is sent, where
+    # aiohttp alone would keep reading the rest for 10 s (its lingering time).
+    runner = await http_server.serve(app, "127.0.0.1", 0, settings.admission.server, ssl_context=certs.ssl_context())
+    port = runner.addresses[0][1]
     session = aiohttp.ClientSession(connector=aiohttp.TCPConnector(ssl=client_ssl))
 
     async def stop() -> None:

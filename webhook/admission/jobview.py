@@ -1,7 +1,11 @@
-"""A read-only view of a Volcano Job as admission sees it: tasks, NPU containers, mounts, route planning.
+"""A read-only view of a Volcano Job as admission sees it: tasks, containers, mounts, with field paths and JSON
+Pointers for messages and patches.
 
-The job comes from a client, so every accessor tolerates missing keys and wrong types (it then sees "nothing
-there"); the API server's own schema validation reports the shape errors, admission reports policy.
+What the services must agree on (profile, NPU containers and tasks, route planning) comes from
+`webhook.common.jobfacts`, the one reading admission, the controller and the extender share; this view adds what
+only admission needs. The job comes from a client, so every accessor tolerates missing keys and wrong types (it
+then sees "nothing there"); the API server's own schema validation reports the shape errors, admission reports
+policy.
 """
 
 from __future__ import annotations
@@ -12,38 +16,19 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
-from webhook.admission.quantity import card_count
-from webhook.common.names import LAUNCHER_ANNOTATION, LAUNCHER_KEY, RING_LABEL, ROUTE_PLAN_ANNOTATION, ROUTE_PLAN_ENV
+from webhook.common.jobfacts import (
+    JobFacts,
+    NpuContainer,
+    as_int,
+    as_list,
+    as_mapping,
+    as_mappings,
+    as_str,
+    card_count,
+    job_facts,
+)
+from webhook.common.names import LAUNCHER_ANNOTATION, LAUNCHER_KEY
 from webhook.common.settings import AcceleratorProfile, Settings
-
-EMPTY: Mapping[str, Any] = {}
-
-
-def as_int(value: Any) -> int | None:
-    """`value` if it is a JSON integer (not a boolean), else None."""
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
-
-
-def as_mapping(value: Any) -> Mapping[str, Any]:
-    """`value` if it is a JSON object, else an empty mapping."""
-    if type(value) is dict:  # the common cases first: an ABC check costs more than the rest together
-        return value
-    if value is None:
-        return EMPTY
-    return value if isinstance(value, Mapping) else EMPTY
-
-
-def as_list(value: Any) -> Sequence[Any]:
-    """`value` if it is a JSON array, else an empty sequence."""
-    return value if isinstance(value, list) else ()
-
-
-def as_mappings(value: Any) -> tuple[Mapping[str, Any], ...]:
-    """The entries of a JSON array of objects (non-objects read as empty), or () when `value` is not an array."""
-    if not isinstance(value, list):
-        return ()
-    return tuple([v if type(v) is dict else as_mapping(v) for v in value])
-
 
 MAX_CACHED_PATH = 256
 """Longest path `normal_path` caches: the cache then holds at most 4,096 entries of this size (about 3 MiB), whatever
@@ -55,11 +40,6 @@ _normal_paths = functools.lru_cache(maxsize=4096)(posixpath.normpath)
 def normal_path(path: str) -> str:
     """`posixpath.normpath`, cached for short paths: every container of a job repeats the same few mount paths."""
     return _normal_paths(path) if len(path) <= MAX_CACHED_PATH else posixpath.normpath(path)
-
-
-def as_str(value: Any) -> str | None:
-    """`value` if it is a string, else None."""
-    return value if isinstance(value, str) else None
 
 
 def env_value(env: Sequence[Mapping[str, Any]], name: str) -> tuple[int, str | None] | None:
@@ -75,11 +55,6 @@ def unwrap_launcher(argv: Sequence[Any]) -> Sequence[Any]:
     if len(argv) >= 3 and isinstance(argv[1], str) and argv[1].endswith("/" + LAUNCHER_KEY) and argv[2] == "--":
         return argv[3:]
     return argv
-
-
-def is_true(value: str | None) -> bool:
-    """Kubernetes-style boolean text: "true" in any case."""
-    return value is not None and value.strip().lower() == "true"
 
 
 def parse_cards(quantity: Any) -> int | None:
@@ -163,6 +138,8 @@ class JobView:
     """What admission needs to know about a job, read once per request."""
 
     job: Mapping[str, Any]
+    facts: JobFacts
+    """The reading the three services share (`webhook.common.jobfacts`)."""
     name: str | None
     namespace: str | None
     labels: Mapping[str, Any]
@@ -174,7 +151,7 @@ class JobView:
     npu_tasks: tuple[TaskView, ...]
     """Tasks whose pods use the accelerator."""
     route_planned: bool
-    """Route planning is asked for (job annotation, or `ROUTE_PLAN=true` on any container)."""
+    """Route planning is asked for (`JobFacts.route_planned`: the annotation, or `ROUTE_PLAN` on an NPU container)."""
     settings: Settings
     """The settings the job was read with (mutation decides by them)."""
 
@@ -206,7 +183,11 @@ class JobView:
 
 
 def _container_views(
-    pod_spec: Mapping[str, Any], key: str, field: str, pointer: str, resource: str | None
+    pod_spec: Mapping[str, Any],
+    key: str,
+    field: str,
+    pointer: str,
+    npu: Mapping[int, NpuContainer],
 ) -> tuple[ContainerView, ...]:
     listed = pod_spec.get(key)
     if not listed:
@@ -214,26 +195,20 @@ def _container_views(
     init = key == "initContainers"
     views = []
     for j, container in enumerate(as_mappings(listed)):
-        request = limit = None
-        if resource:
-            resources = as_mapping(container.get("resources"))
-            request = as_mapping(resources.get("requests")).get(resource)
-            limit = as_mapping(resources.get("limits")).get(resource)
-        quantity = limit if limit is not None else request
-        cards = card_count(quantity) if quantity is not None else None
+        facts = npu.get(j)
         views.append(
             ContainerView(
                 container=container,
                 field=f"{field}.{key}[{j}]",
                 pointer=f"{pointer}/{key}/{j}",
                 init=init,
-                npu_request=request,
-                npu_limit=limit,
+                npu_request=facts.request if facts is not None else None,
+                npu_limit=facts.limit if facts is not None else None,
                 env=as_mappings(container.get("env")),
                 mounts=as_mappings(container.get("volumeMounts")),
-                is_npu=request is not None or limit is not None,
-                cards=cards if isinstance(cards, int) else None,
-                cards_problem=cards if isinstance(cards, str) else None,
+                is_npu=facts is not None,
+                cards=facts.cards if facts is not None else None,
+                cards_problem=facts.cards_problem if facts is not None else None,
             )
         )
     return tuple(views)
@@ -242,22 +217,22 @@ def _container_views(
 def read_job(job: Mapping[str, Any], settings: Settings) -> JobView:
     """Read a job (any JSON value) into a view; never raises."""
     job = as_mapping(job)
+    facts = job_facts(job, settings)
     metadata = as_mapping(job.get("metadata"))
-    labels = as_mapping(metadata.get("labels"))
     spec = as_mapping(job.get("spec"))
-    profile_label = as_str(labels.get(RING_LABEL))
-    profile = settings.profile(profile_label)
-    resource = profile.resource_name if profile else None
     tasks = []
     for i, raw in enumerate(as_list(spec.get("tasks"))):
+        task_facts = facts.tasks[i]
         task = as_mapping(raw)
         template = as_mapping(task.get("template"))
         pod_spec = as_mapping(template.get("spec"))
         field = f"spec.tasks[{i}]"
         pointer = f"/spec/tasks/{i}"
-        replicas = task.get("replicas")
         spec_field, spec_pointer = f"{field}.template.spec", f"{pointer}/template/spec"
-        containers = _container_views(pod_spec, "containers", spec_field, spec_pointer, resource)
+        npu = task_facts.template.npu_containers
+        regular = {c.index: c for c in npu if not c.init} if npu else EMPTY_NPU
+        init = {c.index: c for c in npu if c.init} if npu else EMPTY_NPU
+        containers = _container_views(pod_spec, "containers", spec_field, spec_pointer, regular)
         volumes = as_mappings(pod_spec.get("volumes"))
         volumes_by_name: dict[str, Mapping[str, Any]] = {}
         for volume in volumes:
@@ -269,39 +244,49 @@ def read_job(job: Mapping[str, Any], settings: Settings) -> JobView:
                 task=task,
                 field=field,
                 pointer=pointer,
-                replicas=replicas if isinstance(replicas, int) and not isinstance(replicas, bool) else 0,
+                replicas=task_facts.replicas,
                 template=template,
                 pod_spec=pod_spec,
                 containers=containers,
-                init_containers=_container_views(pod_spec, "initContainers", spec_field, spec_pointer, resource),
+                init_containers=_container_views(pod_spec, "initContainers", spec_field, spec_pointer, init),
                 npu_containers=tuple([c for c in containers if c.is_npu]),
                 volumes=volumes,
                 volumes_by_name=volumes_by_name,
             )
         )
-    annotations = as_mapping(metadata.get("annotations"))
     return JobView(
         job=job,
-        name=as_str(metadata.get("name")) or None,
-        namespace=as_str(metadata.get("namespace")) or None,
-        labels=labels,
-        annotations=annotations,
+        facts=facts,
+        name=facts.name,
+        namespace=facts.namespace,
+        labels=as_mapping(metadata.get("labels")),
+        annotations=as_mapping(metadata.get("annotations")),
         spec=spec,
-        profile_label=profile_label,
-        profile=profile,
+        profile_label=facts.profile_label,
+        profile=facts.profile,
         tasks=tuple(tasks),
         npu_tasks=tuple(t for t in tasks if t.is_npu),
-        route_planned=_route_planned(annotations, tasks),
+        route_planned=facts.route_planned,
         settings=settings,
     )
 
 
-def _route_planned(annotations: Mapping[str, Any], tasks: Sequence[TaskView]) -> bool:
-    if is_true(as_str(annotations.get(ROUTE_PLAN_ANNOTATION))):
-        return True
-    for task in tasks:
-        for container in (*task.containers, *task.init_containers):
-            found = env_value(container.env, ROUTE_PLAN_ENV)
-            if found is not None and is_true(found[1]):
-                return True
-    return False
+EMPTY_NPU: Mapping[int, NpuContainer] = {}
+
+
+__all__ = [
+    "ContainerView",
+    "JobView",
+    "TaskView",
+    "as_int",
+    "as_list",
+    "as_mapping",
+    "as_mappings",
+    "as_str",
+    "env_value",
+    "escape_pointer",
+    "normal_path",
+    "parse_cards",
+    "read_job",
+    "unwrap_launcher",
+]

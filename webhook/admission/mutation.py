@@ -9,7 +9,8 @@ the end. Running the mutator on its own output yields no ops.
 On CREATE the mutation also decides who writes the rank table (`ringroute.io/rank-table-writer`), requests
 Volcano's network-topology-aware scheduling for route-planned jobs at the lowest HyperNode tier that can hold them
 (`webhook.admission.network_topology`; the decision is a warning and `ringroute.io/network-topology`), and tells
-the scheduler extender the gang size (`ringroute.io/npu-pods` on the NPU pod templates).
+the scheduler extender the gang size and route planning (`ringroute.io/npu-pods` and `ringroute.io/route-plan` on the
+NPU pod templates, which Volcano copies onto the pods).
 
 On UPDATE (`plan_update`) only a job ringroute admitted is patched, and only with what the stored object
 already has: Volcano's own webhook lets an update change nothing in `spec` but `minAvailable` and `replicas`,
@@ -72,6 +73,7 @@ from webhook.common.names import (
     RANK_TABLE_WRITER_ANNOTATION,
     RING_LABEL,
     RINGROUTE_WRITER,
+    ROUTE_PLAN_ANNOTATION,
     VOLCANO_PLUGIN_WRITER,
     VOLCANO_SCHEDULER,
 )
@@ -90,6 +92,9 @@ INJECTED_TASK_LABEL = "task-label"
 INJECTED_SCHEDULER = "scheduler-name"
 INJECTED_LAUNCHER = "launcher"
 INJECTED_NPU_PODS = "npu-pods"
+INJECTED_ROUTE_PLAN = "route-plan"
+_TEMPLATE_ANNOTATIONS = {NPU_PODS_ANNOTATION: INJECTED_NPU_PODS, ROUTE_PLAN_ANNOTATION: INJECTED_ROUTE_PLAN}
+"""What the `ringroute.io/injected` annotation lists for each pod-template annotation the mutation adds."""
 REMOVED_VENDOR_PLUGIN = "configmap1980-plugin-removed"
 
 _REQUIRED = "requiredDuringSchedulingIgnoredDuringExecution"
@@ -186,6 +191,8 @@ class _Plan:
     """`ringroute.io/npu-pods` for every NPU template (CREATE), or per task index as stored (UPDATE)."""
     replace_npu_pods: bool
     """Correct a different `ringroute.io/npu-pods` value (CREATE), or only add a missing one (UPDATE)."""
+    route_plan: bool
+    """Set `ringroute.io/route-plan: "true"` on the NPU templates: the job is route-planned."""
     mount_configmap: bool
     """Mount the rank-table ConfigMap (not when the vendor plugin writes it: it mounts its own)."""
     topology_reason: str | None = None
@@ -290,7 +297,7 @@ def _mutate_task(
 def _mutate_template_metadata(
     task: TaskView, needs: _ProfileNeeds, plan: _Plan, index: int, patch: PatchBuilder
 ) -> None:
-    """The task label and the npu-pods annotation, in one add when the template has no metadata."""
+    """The task label and the npu-pods and route-plan annotations, in one add when the template has no metadata."""
     template_meta = task.template.get("metadata")
     labels = as_mapping(template_meta).get("labels")
     annotations = as_mapping(template_meta).get("annotations")
@@ -300,15 +307,20 @@ def _mutate_template_metadata(
     new_annotations: dict[str, Any] = {}
     if npu_pods is not None and present != npu_pods and (plan.replace_npu_pods or present is MISSING):
         new_annotations[NPU_PODS_ANNOTATION] = npu_pods
+    if plan.route_plan and as_mapping(annotations).get(ROUTE_PLAN_ANNOTATION) != "true":
+        # Volcano copies template annotations onto the pods, not the Job's: the extender reads the pods.
+        new_annotations[ROUTE_PLAN_ANNOTATION] = "true"
+    recorded = [_TEMPLATE_ANNOTATIONS[k] for k in new_annotations]
     meta_ptr = f"{task.pointer}/template/metadata"
     if not isinstance(template_meta, Mapping):
         value = {k: v for k, v in (("labels", new_labels), ("annotations", new_annotations)) if v}
         if value:
             patch.ops.append(add(meta_ptr, value))
-            patch.injected.update({"labels": INJECTED_TASK_LABEL, "annotations": INJECTED_NPU_PODS}[k] for k in value)
+            patch.injected.update(recorded + ([INJECTED_TASK_LABEL] if new_labels else []))
         return
     patch.extend_map(f"{meta_ptr}/labels", labels, new_labels, INJECTED_TASK_LABEL)
-    patch.extend_map(f"{meta_ptr}/annotations", annotations, new_annotations, INJECTED_NPU_PODS)
+    patch.extend_map(f"{meta_ptr}/annotations", annotations, new_annotations, None)
+    patch.injected.update(recorded)
 
 
 def _add_anti_affinity(task: TaskView, spec_ptr: str, job_name: str, patch: PatchBuilder) -> None:
@@ -450,6 +462,7 @@ def plan_create(view: JobView, facts: ClusterFacts = NO_FACTS, *, size_at_most: 
         warnings=(decision.warning,) if decision is not None else (),
         npu_pods=str(view.npu_pods) if view.npu_tasks else None,
         replace_npu_pods=True,
+        route_plan=view.route_planned,
         mount_configmap=writer == RINGROUTE_WRITER,
     )
     # The request's length bounds the job's size closely enough (the envelope is a few hundred bytes).
@@ -486,6 +499,7 @@ def plan_update(view: JobView, old: Mapping[str, Any]) -> Mutation:
         topology=topology if INJECTED_NETWORK_TOPOLOGY in old_record and isinstance(topology, Mapping) else None,
         npu_pods=tuple(_template_annotation(task, NPU_PODS_ANNOTATION) for task in old_tasks),
         replace_npu_pods=False,
+        route_plan=view.route_planned,
         mount_configmap=writer != VOLCANO_PLUGIN_WRITER,
         topology_reason=as_str(old_annotations.get(NETWORK_TOPOLOGY_ANNOTATION)),
     )

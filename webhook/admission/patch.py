@@ -82,7 +82,7 @@ class PatchBuilder:
         if what:
             self.injected.add(what)
 
-    def extend_map(self, path: str, present: Any, entries: dict[str, Any], what: str) -> None:
+    def extend_map(self, path: str, present: Any, entries: dict[str, Any], what: str | None) -> None:
         """Add entries to the object at `path` (now `present`): one add each, or one add of the object."""
         if not entries:
             return
@@ -90,7 +90,8 @@ class PatchBuilder:
             self.ops += [{"op": "add", "path": f"{path}/{escape_pointer(k)}", "value": v} for k, v in entries.items()]
         else:
             self.ops.append({"op": "add", "path": path, "value": entries})
-        self.injected.add(what)
+        if what is not None:
+            self.injected.add(what)
 
 
 def template_key(task: TaskView) -> bytes | None:

@@ -110,16 +110,15 @@ def job_where(cluster: ClusterObjects) -> str:
 def placement_options(args: argparse.Namespace, cluster: ClusterObjects, resource_name: str) -> dict[str, Any]:
     """read_placement's job options from the Job: its name, UID, version, task order and NPU pod count (an
     explicit --expected-pods wins), as the controller reads them."""
-    from webhook.controller.planning import npu_task_replicas
+    from webhook.common.jobfacts import task_facts
 
     meta = cluster.job.get("metadata") or {}
     name = str(meta.get("name", ""))
     if args.job_name is not None and args.job_name != name:
         raise CommandError(f"--job-name {args.job_name}: differs from --job {args.job}; give one of them")
-    try:
-        expected, task_order = npu_task_replicas(cluster.job, resource_name)
-    except (TypeError, ValueError):  # replicas the API server would not have stored; count the pods instead
-        expected, task_order = 0, []
+    tasks = task_facts(cluster.job, resource_name)
+    expected = sum(task.replicas for task in tasks if task.npu)
+    task_order = [task.name for task in tasks]
     version = (cluster.job.get("status") or {}).get("version")
     return {
         "expected_pods": args.expected_pods if args.expected_pods is not None else (expected or None),

@@ -13,10 +13,11 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from webhook.common.jobfacts import job_facts
 from webhook.common.metrics import Metrics
 from webhook.common.rank_configmap import initial_configmap
 from webhook.common.settings import Settings
-from webhook.controller.planning import is_orphan, rank_table_profile
+from webhook.controller.planning import is_orphan
 from webhook.controller.watches import NamespacesInformer
 from webhook.kube.client import CONFIGMAPS, ConflictError, KubeError, KubeRepository
 from webhook.kube.informer import BACKOFF_S, Informer, object_key
@@ -54,11 +55,11 @@ class ConfigMapKeeper:
 
     def configmap_key(self, job: Mapping[str, Any]) -> str | None:
         """Cache key of the job's rank-table ConfigMap (None when ringroute writes none for this job)."""
-        profile = rank_table_profile(job, self.settings)
+        facts = job_facts(job, self.settings)
+        profile = facts.rank_table_profile
         if profile is None:
             return None
-        meta = job.get("metadata") or {}
-        return f"{meta.get('namespace')}/{profile.configmap_name(str(meta.get('name')))}"
+        return f"{facts.namespace}/{profile.configmap_name(str(facts.name))}"
 
     def job_seen(self, key: str, job: Mapping[str, Any]) -> None:
         """A job was added or changed: queue its ConfigMap's creation if it has none."""
@@ -102,7 +103,7 @@ class ConfigMapKeeper:
         configmap_key = self.configmap_key(job)
         if configmap_key is None or configmap_key in self.configmaps.store:
             return None
-        profile = rank_table_profile(job, self.settings)
+        profile = job_facts(job, self.settings).rank_table_profile
         assert profile is not None
         body = initial_configmap(job, profile, self.settings)
         try:

@@ -1,5 +1,6 @@
-"""Pure planning helpers of the rank-table controller: what a job expects, what its table depends on, and the
-completed ConfigMap data (planned with the planner, or in pod-index order)."""
+"""Pure planning helpers of the rank-table controller: what a job's table depends on, and the completed ConfigMap
+data (planned with the planner, or in pod-index order). What the Job asks for is read by
+`webhook.common.jobfacts`, as admission and the extender read it."""
 
 from __future__ import annotations
 
@@ -30,11 +31,7 @@ from webhook.common.names import (
     CREATED_BY_ANNOTATION,
     CREATED_BY_RINGROUTE,
     NETWORK_TOPOLOGY_ANNOTATION,
-    RANK_TABLE_WRITER_ANNOTATION,
     RING_LABEL,
-    ROUTE_PLAN_ANNOTATION,
-    ROUTE_PLAN_ENV,
-    VOLCANO_PLUGIN_WRITER,
 )
 from webhook.common.rank_configmap import (
     CONFIGMAP_DATA_LIMIT,
@@ -45,54 +42,6 @@ from webhook.common.rank_configmap import (
 from webhook.common.settings import AcceleratorProfile, Settings, TopologySettings
 from webhook.controller.budget import LEVEL_NAMES, GradedPlan
 from webhook.controller.plan_files import RANK_TABLE_FILE, RANKS_ENV_FILE, REPORT_FILE, ROUTES_FILE, plan_outputs
-
-
-def npu_task_replicas(job: Mapping[str, Any], resource_name: str) -> tuple[int, list[str]]:
-    """Expected NPU pods (sum of replicas of tasks whose containers request the resource) and task order."""
-    total = 0
-    names: list[str] = []
-    for task in (job.get("spec") or {}).get("tasks") or []:
-        names.append(str(task.get("name", "")))
-        containers = ((task.get("template") or {}).get("spec") or {}).get("containers") or []
-        for container in containers:
-            resources = container.get("resources") or {}
-            amount = (resources.get("limits") or {}).get(resource_name) or (resources.get("requests") or {}).get(
-                resource_name
-            )
-            if amount not in (None, 0, "0"):
-                total += int(task.get("replicas", 1) or 0)
-                break
-    return total, names
-
-
-def rank_table_profile(job: Mapping[str, Any], settings: Settings) -> AcceleratorProfile | None:
-    """The profile of a job whose rank-table ConfigMap ringroute writes; None when it writes nothing for it.
-
-    Nothing for a job being deleted, of an unknown label value, without NPU pods, or whose table the vendor's
-    Volcano plugin writes (annotation `ringroute.io/rank-table-writer: volcano-plugin`).
-    """
-    meta = job.get("metadata") or {}
-    profile = settings.profile((meta.get("labels") or {}).get(RING_LABEL))
-    if profile is None or meta.get("deletionTimestamp"):
-        return None
-    if (meta.get("annotations") or {}).get(RANK_TABLE_WRITER_ANNOTATION) == VOLCANO_PLUGIN_WRITER:
-        return None
-    if npu_task_replicas(job, profile.resource_name)[0] == 0:
-        return None
-    return profile
-
-
-def wants_route_plan(job: Mapping[str, Any]) -> bool:
-    """Route planning is asked for by annotation `ringroute.io/route-plan: "true"` or env ROUTE_PLAN=true."""
-    annotations = (job.get("metadata") or {}).get("annotations") or {}
-    if str(annotations.get(ROUTE_PLAN_ANNOTATION, "")).lower() == "true":
-        return True
-    for task in (job.get("spec") or {}).get("tasks") or []:
-        for container in ((task.get("template") or {}).get("spec") or {}).get("containers") or []:
-            for env in container.get("env") or []:
-                if env.get("name") == ROUTE_PLAN_ENV and str(env.get("value", "")).lower() == "true":
-                    return True
-    return False
 
 
 def placement_fingerprint(placement: Placement, job_uid: str, job_version: str, route_plan: bool) -> str:
@@ -510,15 +459,12 @@ __all__ = [
     "planning_failure",
     "route_planning_problem",
     "fixed_ranks_from_record",
-    "npu_task_replicas",
     "needs_a_fix",
     "pending_summary",
     "topology_wait",
     "placement_fingerprint",
     "pod_index_order",
-    "rank_table_profile",
     "read_job_placement",
-    "wants_route_plan",
     "with_pod_addresses",
     "WAIT_KINDS",
 ]

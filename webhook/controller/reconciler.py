@@ -16,6 +16,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from planner import InputError, Placement, PlacementReadout, Topology
+from webhook.common.jobfacts import job_facts
 from webhook.common.metrics import Metrics
 from webhook.common.names import (
     DATA_HASH_ANNOTATION,
@@ -44,13 +45,10 @@ from webhook.controller.planning import (
     build_topology,
     configmap_job_key,
     needs_a_fix,
-    npu_task_replicas,
     pending_summary,
     placement_fingerprint,
-    rank_table_profile,
     read_job_placement,
     topology_wait,
-    wants_route_plan,
 )
 from webhook.controller.pod_updates import PodRef, PodUpdater, node_ttl_s, table_version
 from webhook.controller.table_planning import MAX_REPLANS, TablePlanning
@@ -333,10 +331,6 @@ class Controller:
         """Create the job's ConfigMap if it has none (`ConfigMapKeeper.create`); returns a retry delay."""
         return await self.keeper.create(key)
 
-    async def sweep_orphans(self) -> int:
-        """Delete ConfigMaps made for jobs that never got created (`ConfigMapKeeper.sweep`)."""
-        return await self.keeper.sweep()
-
     # -- reconcile -------------------------------------------------------------------------------------------
 
     async def reconcile(self, key: str) -> float | None:
@@ -346,15 +340,14 @@ class Controller:
         job = self.jobs.store.get(key)
         if job is None:
             return None
-        meta = job.get("metadata") or {}
-        profile = rank_table_profile(job, self.settings)
+        facts = job_facts(job, self.settings)
+        profile = facts.rank_table_profile
         if profile is None:
             return None
-        expected, task_order = npu_task_replicas(job, profile.resource_name)
-        namespace, name = str(meta.get("namespace")), str(meta.get("name"))
-        uid = str(meta.get("uid", ""))
-        version_value = (job.get("status") or {}).get("version")
-        job_version = str(version_value) if version_value is not None else None
+        expected, task_order = facts.npu_pods, list(facts.task_order)
+        namespace, name = str(facts.namespace), str(facts.name)
+        uid = facts.uid or ""
+        job_version = facts.version
         memory = self._memory.setdefault(key, _JobMemory())
         cm_key = f"{namespace}/{profile.configmap_name(name)}"
         configmap = self.configmaps.store.get(cm_key)
@@ -384,7 +377,7 @@ class Controller:
             return None
 
         placement = readout.placement
-        route_plan = wants_route_plan(job)
+        route_plan = facts.route_planned
         version_text = job_version or ""
         fingerprint = placement_fingerprint(placement, uid, version_text, route_plan)
         owner = job_owner_reference(job)

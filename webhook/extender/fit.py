@@ -14,14 +14,10 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from webhook.common.names import (
-    GROUP_NAME_ANNOTATION,
-    JOB_NAME_LABEL,
-    NPU_PODS_ANNOTATION,
-    RING_LABEL,
-    ROUTE_PLAN_ANNOTATION,
-    ROUTE_PLAN_ENV,
-)
+import msgspec
+
+from webhook.common.jobfacts import pod_facts
+from webhook.common.names import GROUP_NAME_ANNOTATION, JOB_NAME_LABEL
 from webhook.common.settings import AcceleratorProfile, Settings
 from webhook.extender.wire import (
     NodeResources,
@@ -75,7 +71,9 @@ class TaskView:
 
 
 def read_task(task: TaskInfo, settings: Settings) -> TaskView:
-    """Convert a decoded TaskInfo to a TaskView."""
+    """Convert a decoded TaskInfo to a TaskView. Its pod is read as admission and the controller read its task's
+    template (`webhook.common.jobfacts.pod_facts`): a pod of an NPU task of a known profile is judged, any other
+    gets no opinion."""
     meta = task.Pod.metadata if task.Pod is not None else None
     labels = (meta.labels if meta is not None else None) or {}
     annotations = (meta.annotations if meta is not None else None) or {}
@@ -86,9 +84,9 @@ def read_task(task: TaskInfo, settings: Settings) -> TaskView:
         job = f"{namespace}/{group}" if group else ""
     name = task.Name or (meta.name if meta is not None else "")
     uid = task.UID or (meta.uid if meta is not None else "")
-    label_value = labels.get(RING_LABEL)
-    profile = settings.profile(label_value) if label_value is not None else None
-    if profile is None:
+    facts = pod_facts(msgspec.to_builtins(task.Pod), settings)
+    profile = facts.profile
+    if profile is None or not facts.npu:
         return TaskView(uid, job, name, None, False, 0, node_name=task.NodeName)
     request = task.InitResreq if _milli(task.InitResreq, profile.resource_name) > 0 else task.Resreq
     return TaskView(
@@ -96,34 +94,14 @@ def read_task(task: TaskInfo, settings: Settings) -> TaskView:
         job=job,
         name=name,
         profile=profile,
-        route_planned=_route_planned(task.Pod, annotations),
+        route_planned=facts.route_planned,
         cards=_cards(_milli(request, profile.resource_name)),
         milli_cpu=request.MilliCPU if request is not None else 0.0,
         memory=request.Memory if request is not None else 0.0,
         constraints=pod_constraints(task.Pod),
-        npu_pods=_positive_int(annotations.get(NPU_PODS_ANNOTATION)),
+        npu_pods=facts.template.npu_pods,
         node_name=task.NodeName,
     )
-
-
-def _route_planned(pod: Pod | None, annotations: Mapping[str, str]) -> bool:
-    """Env ROUTE_PLAN=true on any container, or the route-plan annotation (copied from the Job) on the pod."""
-    if annotations.get(ROUTE_PLAN_ANNOTATION, "").strip().lower() == "true":
-        return True
-    spec = pod.spec if pod is not None else None
-    for container in (spec.containers if spec is not None else None) or ():
-        for env in container.env or ():
-            if env.name == ROUTE_PLAN_ENV and (env.value or "").strip().lower() == "true":
-                return True
-    return False
-
-
-def _positive_int(text: str | None) -> int | None:
-    """A count written by admission ("6"); None for anything that is not a plain positive ASCII integer."""
-    if text is None or not (0 < len(text) <= 6 and text.isascii() and text.isdecimal()):
-        return None
-    value = int(text)
-    return value if value > 0 else None
 
 
 def _milli(resource: Resource | None, name: str) -> float:

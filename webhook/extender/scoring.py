@@ -8,11 +8,12 @@ its tier (the leaves under one tier-N label value), so the plan lies inside one 
 choose and Volcano's trial of that HyperNode succeeds; when no node's labels name the domains of that tier, the
 extender stays out of the job (every node fits, no scores) and Volcano places it alone.
 
-- predicate: a route-planned task (container env `ROUTE_PLAN=true`, or pod annotation `ringroute.io/route-plan:
-  "true"`) fits a node only when every NPU card of the profile's resource on it is free ("free" is Volcano's
-  future idle: Idle + Releasing - Pipelined). While the job's gang plan is enforced (exact session data from
-  onSessionOpen), nodes outside the planned leaves are refused too: Volcano offers prioritize only a share of the
-  feasible nodes on clusters of over 100 nodes, so scores alone could not reach the planned leaves.
+- predicate: a route-planned task (`webhook.common.jobfacts`: `ROUTE_PLAN=true` on its NPU container, or the pod
+  annotation `ringroute.io/route-plan: "true"`) fits a node only when every NPU card of the profile's resource on
+  it is free ("free" is Volcano's future idle: Idle + Releasing - Pipelined). While the job's gang plan is
+  enforced (exact session data from onSessionOpen), nodes outside the planned leaves are refused too: Volcano
+  offers prioritize only a share of the feasible nodes on clusters of over 100 nodes, so scores alone could not
+  reach the planned leaves.
 - prioritize, before `extender.scoreWeight` (default 100, so one point here is 100 of Volcano's points and every
   step below outweighs the at most 350 points nodeorder and binpack add at their default weights):
   - 90 and up: nodes of the job's gang plan, 5 more per leaf that is to be filled earlier (leaves the job already
@@ -216,7 +217,7 @@ def _leaf_scores(
 
 def _remaining(task: TaskView, state: ExtenderState, hosted: int) -> int | None:
     """Tasks of the job still to place, this one included (None when the size is unknown)."""
-    facts = state.job_facts(task.job)
+    facts = state.session_job(task.job)
     if facts is not None:
         return max(1, facts.pending)
     if task.npu_pods is not None:

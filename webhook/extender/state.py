@@ -118,7 +118,7 @@ class TierLimit:
 
 
 @dataclass(slots=True)
-class JobFacts:
+class SessionJob:
     """A ringroute job as the session's scheduler cache shows it."""
 
     size: int
@@ -255,7 +255,7 @@ class ExtenderState:
         """Number of onSessionOpen calls seen; 0 while none has come."""
         self.session_data = False
         """The current session's scheduler cache was read (job facts and node paths are exact)."""
-        self.jobs: dict[str, JobFacts] = {}
+        self.jobs: dict[str, SessionJob] = {}
         """ringroute jobs of the current session (empty without onSessionOpen)."""
         self.session_path_ids: dict[str, int] = {}
         """Topology path number (in `path_table`) of every node of the session's cache, read at session open."""
@@ -285,9 +285,9 @@ class ExtenderState:
         self.session += 1
         self.session_data = True
         self._session_cards.clear()
-        jobs: dict[str, JobFacts] = {}
+        jobs: dict[str, SessionJob] = {}
         for job_id, job in (request.Jobs or {}).items():
-            facts = self._job_facts(job)
+            facts = self._session_job(job)
             if facts is not None:
                 jobs[job_id] = facts
         for job_id, memory in self._memory.items():
@@ -318,8 +318,8 @@ class ExtenderState:
             memory.allocations.clear()
             memory.no_plan_session = -1
 
-    def _job_facts(self, job: JobInfo) -> JobFacts | None:
-        """Facts of a job ringroute judges (a task with a known `ring-controller.cce` profile), else None."""
+    def _session_job(self, job: JobInfo) -> SessionJob | None:
+        """A job with a known profile, else None; NPU tasks by Resreq, its containers' requests (jobfacts' rule)."""
         profile = None
         for task in (job.Tasks or {}).values():
             meta = task.Pod.metadata if task.Pod is not None else None
@@ -343,7 +343,7 @@ class ExtenderState:
                 placed[task.NodeName] = placed.get(task.NodeName, 0) + 1
         if size == 0 and job.MinAvailable > 0:
             size = pending = job.MinAvailable
-        return JobFacts(size=size, pending=pending, placed=placed, hard_tier=_hard_tier(job))
+        return SessionJob(size=size, pending=pending, placed=placed, hard_tier=_hard_tier(job))
 
     # ---------------------------------------------------------------------------------------------- observation
 
@@ -465,7 +465,7 @@ class ExtenderState:
         info = info if info is not None else self.nodes.get(node)
         return self.read_path(node_labels(info)) if info is not None else None
 
-    def job_facts(self, job: str) -> JobFacts | None:
+    def session_job(self, job: str) -> SessionJob | None:
         """The session's facts about a job (None without onSessionOpen or for a job it did not list)."""
         return self.jobs.get(job)
 
@@ -675,7 +675,7 @@ class ExtenderState:
 __all__ = [
     "DEFAULT_LABEL_FAMILIES",
     "ExtenderState",
-    "JobFacts",
+    "SessionJob",
     "JobPlan",
     "TierLimit",
     "Unplanned",

@@ -54,10 +54,19 @@ class EnvVar(msgspec.Struct, gc=False, omit_defaults=True):
     value: str | None = None
 
 
+class ResourceRequirements(msgspec.Struct, gc=False, omit_defaults=True):
+    """v1 ResourceRequirements: which container asks for NPU cards (quantities as Go writes them, strings)."""
+
+    requests: dict[str, str | int | float] | None = None
+    limits: dict[str, str | int | float] | None = None
+
+
 class Container(msgspec.Struct, gc=False, omit_defaults=True):
-    """v1 Container: its env only (route planning is asked for with `ROUTE_PLAN=true`)."""
+    """v1 Container: its env and resources, which decide whether its pod asks for route planning
+    (`webhook.common.jobfacts`: `ROUTE_PLAN` counts on the container that asks for cards)."""
 
     env: list[EnvVar] | None = None
+    resources: ResourceRequirements | None = None
 
 
 class NodeSelectorRequirement(msgspec.Struct, gc=False, omit_defaults=True):
@@ -450,6 +459,7 @@ __all__ = [
     "PrioritizeAnswer",
     "PrioritizeRequest",
     "Resource",
+    "ResourceRequirements",
     "SessionOpenRequest",
     "SessionPrioritizeRequest",
     "SessionPod",

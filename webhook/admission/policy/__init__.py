@@ -43,6 +43,7 @@ CHECKERS: tuple[tuple[str, Checker], ...] = (
     (naming.CONFIGMAP_NAME, naming.check_configmap_name),
     (resources.REQUESTS_EQUAL_LIMITS, resources.check_requests_equal_limits),
     (resources.CARD_COUNT, resources.check_card_count),
+    (route_plan.REQUEST, route_plan.check_route_plan_request),
     (route_plan.MIN_NODES, route_plan.check_min_nodes),
     (route_plan.FULL_NODE, route_plan.check_full_node),
     (route_plan.ONE_POD_PER_NODE, route_plan.check_one_pod_per_node),

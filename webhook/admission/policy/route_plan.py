@@ -1,4 +1,5 @@
-"""Rules for route-planned jobs: enough nodes, whole nodes, one pod per node, no platform launcher, gang."""
+"""Rules for route-planned jobs: enough nodes, whole nodes, one pod per node, no platform launcher, gang; and a
+request for route planning that ringroute can read, where it reads it."""
 
 from __future__ import annotations
 
@@ -7,7 +8,8 @@ from typing import Any
 
 from webhook.admission.jobview import JobView, TaskView, as_list, as_mapping, env_value
 from webhook.admission.policy.violation import Violation
-from webhook.common.names import HOSTNAME_LABEL
+from webhook.common.jobfacts import RoutePlanRequest, is_boolean_text
+from webhook.common.names import HOSTNAME_LABEL, ROUTE_PLAN_ANNOTATION, ROUTE_PLAN_ENV
 from webhook.common.settings import Settings
 
 MIN_NODES = "route-plan-min-nodes"
@@ -15,6 +17,7 @@ FULL_NODE = "route-plan-full-node"
 ONE_POD_PER_NODE = "route-plan-one-pod-per-node"
 MA_RUN_METHOD = "route-plan-ma-run-method"
 GANG = "route-plan-gang"
+REQUEST = "route-plan-request"
 
 MA_RUN_METHOD_ENV = "MA_RUN_METHOD"
 
@@ -151,12 +154,53 @@ def check_gang(job: JobView, _settings: Settings) -> list[Violation]:
     ]
 
 
+def check_route_plan_request(job: JobView, _settings: Settings) -> list[Violation]:
+    """A request for route planning is one ringroute reads the same in admission, the controller and the extender
+    (`webhook.common.jobfacts`): "true" or "false" where it counts, and no "true" where it asks for nothing while
+    nothing else asks (the job would silently get a pod-index table)."""
+    found = []
+    resource = job.profile.resource_name if job.profile is not None else "NPU"
+    for request in job.facts.route_plan_requests:
+        name = ROUTE_PLAN_ENV if request.place in ("container", "init-container") else ROUTE_PLAN_ANNOTATION
+        if request.counts and request.value is None:
+            detail = (
+                f"{name} must be literal text: ringroute cannot read a value from elsewhere, so it cannot tell "
+                'whether to plan routes; set it to "true" or "false"'
+            )
+            found.append(Violation(request.path, "Invalid", None, detail, REQUEST))
+        elif request.counts and not is_boolean_text(request.value):
+            detail = f'{name} is "true" or "false" (any letter case); write "true" to ask for route planning'
+            found.append(Violation(request.path, "Invalid", request.value, detail, REQUEST))
+        elif not request.counts and request.true and not job.route_planned:
+            detail = f"{_ignored(request, resource)}; set ROUTE_PLAN on the training container, or annotate the Job "
+            detail += f'{ROUTE_PLAN_ANNOTATION}: "true"'
+            found.append(Violation(request.path, "Invalid", request.value, detail, REQUEST))
+    return found
+
+
+def _ignored(request: RoutePlanRequest, resource: str) -> str:
+    """Why a request at this place asks for nothing."""
+    if request.place == "init-container":
+        return (
+            f"{ROUTE_PLAN_ENV} on an init container asks for nothing: ringroute reads it on the training container "
+            f"(the one with {resource} cards), where HCCL runs and the launcher starts the command"
+        )
+    if request.place == "container":
+        return (
+            f"{ROUTE_PLAN_ENV} on a container without {resource} cards asks for nothing: ringroute reads it on the "
+            "training container, where HCCL runs"
+        )
+    return f"{ROUTE_PLAN_ANNOTATION} on the pod template of a task without {resource} cards asks for nothing"
+
+
 __all__ = [
     "FULL_NODE",
     "GANG",
     "MA_RUN_METHOD",
     "MIN_NODES",
     "ONE_POD_PER_NODE",
+    "REQUEST",
+    "check_route_plan_request",
     "check_full_node",
     "check_gang",
     "check_ma_run_method",
