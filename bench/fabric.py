@@ -95,23 +95,32 @@ def server(index: int, node: str, number: int) -> Server:
 
 
 def calibrated(topology: Topology, secret: HashModel, seed: int) -> HashModel:
-    """The model calibration learns from what the switches answer about probes over every server's addresses."""
+    """The model calibration learns from what the switches answer about probes over every server's addresses,
+    asking the switches it calls partial (a next hop never answered) or short of samples again, as an admin does
+    (docs/fabric-calibration.md), at most three more times."""
     nodes = sorted(topology.paths)
     everyone = Placement("all", "bench", tuple(server(i, n, i) for i, n in enumerate(nodes)))
     switches = fabric_switches(topology)
-    probes = probe_tuples(switch_pools(topology, everyone), switches=switches, count=SAMPLES_PER_SWITCH, rng=seed)
+    pools = switch_pools(topology, everyone)
     samples: list[HashSample] = []
-    for name, asked in probes.items():
-        compiled = compile_switch_hash(secret.switches[name], "leaf")
-        src = np.array([p.src for p in asked.probes], dtype=np.uint64)
-        dst = np.array([p.dst for p in asked.probes], dtype=np.uint64)
-        sport = np.array([p.sport for p in asked.probes], dtype=np.int64)
-        hops = compiled.evaluate(src, dst, sport, np.full(src.size, switches[name].next_hops))
-        samples += [
-            HashSample(name, p.src, p.dst, p.sport, f"spine-{int(h)}", line=len(samples) + k + 1)
-            for k, (p, h) in enumerate(zip(asked.probes, hops, strict=True))
-        ]
-    result = calibrate_hash_model(samples, switches=switches)
+    asking = list(pools)
+    for attempt in range(4):
+        chosen = {name: pools[name] for name in asking}
+        probes = probe_tuples(chosen, switches=switches, count=SAMPLES_PER_SWITCH, rng=seed + 7919 * attempt)
+        for name, asked in probes.items():
+            compiled = compile_switch_hash(secret.switches[name], "leaf")
+            src = np.array([p.src for p in asked.probes], dtype=np.uint64)
+            dst = np.array([p.dst for p in asked.probes], dtype=np.uint64)
+            sport = np.array([p.sport for p in asked.probes], dtype=np.int64)
+            hops = compiled.evaluate(src, dst, sport, np.full(src.size, switches[name].next_hops))
+            samples += [
+                HashSample(name, p.src, p.dst, p.sport, f"spine-{int(h)}", line=len(samples) + k + 1)
+                for k, (p, h) in enumerate(zip(asked.probes, hops, strict=True))
+            ]
+        result = calibrate_hash_model(samples, switches=switches)
+        asking = [name for name, found in result.switches.items() if found.status in ("partial", "needs-samples")]
+        if not asking:
+            break
     return result.model
 
 

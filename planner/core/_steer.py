@@ -37,12 +37,14 @@ from planner.sim._route_plan import RoutePlan
 from planner.sim._steering import (
     DEFAULT_PORT_RANGE,
     CompiledModel,
+    PortSearch,
     QueuePairTargets,
     SourcePorts,
     SwitchUse,
     device_addresses,
     hashed_routes,
     queue_pair_targets,
+    reachable_spines,
     reroute,
     search_ports,
     source_ports,
@@ -274,7 +276,8 @@ def steer_source_ports(
         compiled = CompiledModel(model)  # one compilation for the search, the rerouting and the prediction
         steered = _steer(request, routes, numeric, compiled)
         if not isinstance(steered, str):
-            return _steered(request, plan, routes, compiled, (numeric, *steered))
+            targets, ports, switches, used = steered  # `used`: the routes pinned again around unreachable spines
+            return _steered(request, plan, used, compiled, (numeric, targets, ports, switches))
         fallback = steered
     if q == 1:
         why = fallback or "one queue pair per connection and no hash model: HCCL's default applies"
@@ -315,9 +318,10 @@ def _steered(
 
 def _steer(
     request: _Request, routes: RoutePlan, addresses: np.ndarray, model: CompiledModel
-) -> tuple[QueuePairTargets, SourcePorts, tuple[SwitchUse, ...]] | str:
-    """Steered ports for every cross-leaf queue pair of `routes` (and the switches relied on), or the reason
-    there are none."""
+) -> tuple[QueuePairTargets, SourcePorts, tuple[SwitchUse, ...], RoutePlan] | str:
+    """Steered ports for every cross-leaf queue pair of `routes` (and the switches relied on, and the routes they
+    steer onto: `routes` pinned again when some queue pairs cannot reach their spines), or the reason there are
+    none."""
     network = request.network
     targets = queue_pair_targets(routes)
     lines = _line_count(network, targets.src, targets.dst, targets.nic)
@@ -340,6 +344,12 @@ def _steer(
         return f"the port search passed its time limit with {int((search.ports < 0).sum())} queue pairs left"
     if search.problems:
         return _listed(search.problems)
+    if search.unreached.size:
+        # queue pairs no port takes onto their planned spine: pin again with each held to the spines its ports
+        # reach, so the others make room for them (rerouting alone only finds the least loaded of those)
+        again = _repinned(request, routes, targets, search, addresses=addresses, model=model)
+        if again is not None:
+            routes, targets, search = again
     rerouted = reroute(
         network,
         routes,
@@ -357,7 +367,67 @@ def _steer(
     ports = source_ports(
         network, rerouted.targets, rerouted.ports, qps=request.qps, port_range=request.port_range, seed=request.seed
     )
-    return rerouted.targets, ports, search.switches
+    return rerouted.targets, ports, search.switches, routes
+
+
+def _repinned(
+    request: _Request,
+    routes: RoutePlan,
+    targets: QueuePairTargets,
+    search: PortSearch,
+    *,
+    addresses: np.ndarray,
+    model: CompiledModel,
+) -> tuple[RoutePlan, QueuePairTargets, PortSearch] | None:
+    """The routes pinned again with the unreached queue pairs held to the spines their ports reach, their targets
+    and port search; None when that leaves as many unreached (or time is up)."""
+    network, q = request.network, request.qps
+    rows = search.unreached
+    reach = reachable_spines(network, targets, rows, addresses=addresses, model=model, port_range=request.port_range)
+    width = reach.shape[1]
+    held = {
+        (int(targets.src[r]), int(targets.dst[r]), int(targets.nic[r]), int(targets.qp[r])): reach[i]
+        for i, r in enumerate(rows.tolist())
+    }
+    # A spine none of a switch's unreached queue pairs reach is held from every queue pair of that switch: a
+    # learned hash that never saw one of its values cannot send any port there.
+    switch_of = network.tier1_switch(targets.src[rows], targets.nic[rows])
+    switches = len(network.leaf_names) * network.planes
+    reachable_at = np.ones((switches, width), dtype=bool)
+    for switch in np.unique(switch_of).tolist():
+        reachable_at[switch] = reach[switch_of == switch].any(axis=0) & reach[switch_of == switch].all(axis=0)
+    masks: list[np.ndarray | None] = []
+    for step in routes.steps:
+        rows_of_step = np.arange(step.shape[0] * q)
+        src = np.repeat(step[rows_of_step // q, 0], network.nics)
+        nic = np.tile(np.arange(network.nics), rows_of_step.size)
+        mask = reachable_at[network.tier1_switch(src, nic)].reshape(step.shape[0] * q, network.nics, width).copy()
+        index = {(int(a), int(b)): k for k, (a, b) in enumerate(step.tolist())}
+        for (src_server, dst, nic_of, qp), spines in held.items():
+            at = index.get((src_server, dst))
+            if at is not None:
+                mask[at * q + qp, nic_of] = spines
+        masks.append(mask)
+    if time.perf_counter() > request.deadline:
+        return None
+    again = pin_routes(network, list(routes.steps), qps=q, background=request.background, allowed=masks)
+    new_targets = queue_pair_targets(again)
+    try:
+        new_search = search_ports(
+            network,
+            new_targets,
+            addresses,
+            model,
+            qps=q,
+            port_range=request.port_range,
+            seed=request.seed,
+            deadline=request.deadline,
+        )
+    except InputError:
+        return None
+    if new_search.timed_out or new_search.problems or new_search.unreached.size >= rows.size:
+        return None
+    return again, new_targets, new_search
 
 
 def _listed(problems: Sequence[str]) -> str:

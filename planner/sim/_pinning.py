@@ -45,6 +45,7 @@ def pin_routes(
     qps: int = 1,
     exact_time_limit: float = EXACT_TIME_LIMIT_S,
     background: np.ndarray | None = None,
+    allowed: Sequence[np.ndarray | None] | None = None,
 ) -> RoutePlan:
     """Pin every cross-leaf flow of every step to a spine (and core) with the smallest max link load per step.
 
@@ -58,13 +59,17 @@ def pin_routes(
     `background` (flows per link id of `network`: other jobs' load on a shared fabric) pins around it instead
     (`planner.sim._shared_pinning`): each step's largest total load over the links the job uses is minimised,
     the lowest-numbered spines preferred among equals. `step_loads` and `max_load` stay the job's
-    own loads.
+    own loads. `allowed[k]` ((pairs x qps, nics, spines) masks, one per step) limits the spines each queue pair
+    may take, to those its source ports reach (pinned around a zero background when none is given).
     """
     if qps < 1:
         raise InputError(f"qps: {qps} queue pairs per connection; use 1 or more")
     given = tuple(check_flows(network, s) for s in flow_steps)
-    if background is not None:
-        return _pin_shared(network, given, qps=qps, background=background, exact_time_limit=exact_time_limit)
+    if background is not None or allowed is not None:
+        around = background if background is not None else np.zeros(network.num_links)
+        return _pin_shared(
+            network, given, qps=qps, background=around, exact_time_limit=exact_time_limit, allowed=allowed
+        )
     if qps == 1:
         return _pin(network, given, exact_time_limit)
     whole = _pin(network, tuple(np.repeat(s, qps, axis=0) for s in given), exact_time_limit)
@@ -134,6 +139,7 @@ def _pin_shared(
     qps: int,
     background: np.ndarray,
     exact_time_limit: float,
+    allowed: Sequence[np.ndarray | None] | None = None,
 ) -> RoutePlan:
     """`pin_routes` around other jobs' load: distinct steps pinned once, then the plan of those routes."""
     from planner.sim._shared_pinning import pin_around
@@ -143,12 +149,14 @@ def _pin_shared(
     first_of: dict[tuple[tuple[int, ...], bytes], int] = {}
     distinct_of = [first_of.setdefault((s.shape, s.tobytes()), len(first_of)) for s in given]
     distinct = [given[distinct_of.index(k)] for k in range(len(first_of))]
+    masks = [allowed[distinct_of.index(k)] for k in range(len(first_of))] if allowed is not None else None
     spines, cores = pin_around(
         network,
         tuple(np.repeat(s, qps, axis=0) for s in distinct),
         background,
         qps,
         exact_time_limit=exact_time_limit,
+        allowed=masks,
     )
     return routes_from_assignment(
         network, given, [spines[k] for k in distinct_of], [cores[k] for k in distinct_of], qps

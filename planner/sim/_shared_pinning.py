@@ -16,6 +16,7 @@ feasible when every group's queue pairs fit. Running jobs' routes never move: on
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -48,6 +49,8 @@ class _Groups:
     pod_a: np.ndarray
     pod_b: np.ndarray
     plane: np.ndarray
+    allowed: np.ndarray | None = None
+    """(groups, width) spines each group may take (its queue pairs' ports reach no other), or None: all."""
 
 
 @dataclass(frozen=True, eq=False)
@@ -63,12 +66,20 @@ class _Routes:
     """Lower is preferred among routes of equal load."""
 
 
-def _groups(network: JobNetwork, flows: CrossFlows) -> _Groups:
-    """Group cross flows (one entry per queue pair) by their tier-1 switches."""
+def _groups(network: JobNetwork, flows: CrossFlows, allowed: np.ndarray | None = None) -> _Groups:
+    """Group cross flows (one entry per queue pair) by their tier-1 switches, and by the spines they may take
+    (`allowed[flow, spine]`; None: every spine both ends reach)."""
     switches = len(network.leaf_names) * network.planes
     out_switch, in_switch = flows.out_switch % switches, flows.in_switch % switches
     leaf_a, leaf_b, pod_a, pod_b, plane = flows.leaf_a, flows.leaf_b, flows.pod_a, flows.pod_b, flows.plane
     key = out_switch * switches + in_switch
+    classes = np.zeros(key.size, dtype=np.int64)
+    masks: np.ndarray | None = None
+    if allowed is not None:
+        kinds, classes = np.unique(np.packbits(allowed, axis=1), axis=0, return_inverse=True)
+        classes = classes.ravel()
+        masks = np.unpackbits(kinds, axis=1, count=allowed.shape[1]).astype(bool)
+        key = key * kinds.shape[0] + classes
     uniq, first, inverse, counts = np.unique(key, return_index=True, return_inverse=True, return_counts=True)
     spines = np.minimum(network.leaf_uplinks[leaf_a[first]], network.leaf_uplinks[leaf_b[first]])
     cross_pod = pod_a[first] != pod_b[first]
@@ -86,6 +97,7 @@ def _groups(network: JobNetwork, flows: CrossFlows) -> _Groups:
         pod_a=pod_a[first],
         pod_b=pod_b[first],
         plane=plane[first],
+        allowed=masks[classes[first]] if masks is not None else None,
     )
 
 
@@ -110,6 +122,13 @@ def _routes(network: JobNetwork, groups: _Groups) -> _Routes:
     # later job finds the most routes free at both of its ends (measured against a per-job rotation: 8 of 8 shared
     # fabrics at the bound, 7 of 8 rotated; bench/fabric.py).
     preference = spine * 1024 + np.maximum(core, 0)
+    if groups.allowed is not None:
+        width = groups.allowed.shape[1]
+        keep = groups.allowed[group, np.minimum(spine, width - 1)] & (spine < width)
+        # a group none of whose routes its ports reach keeps them all (its queue pairs are rerouted later)
+        stranded = np.bincount(group[keep], minlength=groups.demand.size) == 0
+        keep |= stranded[group]
+        group, spine, core, links, preference = group[keep], spine[keep], core[keep], links[keep], preference[keep]
     return _Routes(group, spine, core, links, preference.astype(np.float64))
 
 
@@ -239,21 +258,25 @@ def pin_around(
     qps: int,
     *,
     exact_time_limit: float = 2.0,
+    allowed: Sequence[np.ndarray | None] | None = None,
 ) -> tuple[list[np.ndarray], list[np.ndarray]]:
     """Spine and core of every cross-leaf queue pair of each step, chosen around `background` (flows per link of
     `network`, 0 on NIC links). `queue_pairs[k]` holds step k's flows repeated `qps` times (one row per queue pair,
     as `_pin` takes them); returns per step (rows, nics) spines and cores, -1 for flows that stay on their switch.
+    `allowed[k]`, a (rows, nics, spines) mask, limits the spines each queue pair of step k may take (those its
+    source ports can reach through the switch's hash).
     """
     deadline = time.perf_counter() + exact_time_limit
     spines_out: list[np.ndarray] = []
     cores_out: list[np.ndarray] = []
     background_q = np.r_[np.asarray(background, dtype=np.float64) * qps, 0.0]
-    for pairs in queue_pairs:
+    for index, pairs in enumerate(queue_pairs):
         spines = np.full((pairs.shape[0], network.nics), -1, dtype=np.int64)
         cores = np.full_like(spines, -1)
         flows = cross_flows(network, [pairs])
         if flows.step.size:
-            groups = _groups(network, flows)
+            mask = allowed[index] if allowed is not None else None
+            groups = _groups(network, flows, mask[flows.pair, flows.nic] if mask is not None else None)
             routes = _routes(network, groups)
             count = _fill(routes, groups, background_q.copy())
             count = _improve(

@@ -471,6 +471,33 @@ def reroute(
     return Rerouted(ports, rerouted, moved, tuple(problems))
 
 
+def reachable_spines(
+    network: JobNetwork,
+    targets: QueuePairTargets,
+    rows: np.ndarray,
+    *,
+    addresses: np.ndarray,
+    model: HashModel | CompiledModel,
+    port_range: tuple[int, int] = DEFAULT_PORT_RANGE,
+) -> np.ndarray:
+    """(rows, max uplinks) mask of the spines some source port of the range takes each queue pair of `rows` to
+    (with a core the model can tell, across pods): what pinning may give the queue pairs the search left unreached."""
+    low, high = _check_port_range(port_range)
+    span = high - low + 1
+    hashes = model if isinstance(model, CompiledModel) else CompiledModel(model)
+    keys = _connection_key(targets.src, targets.dst, targets.nic, network.servers, network.nics)
+    stride = _candidate_stride(span)
+    out = np.zeros((rows.size, max(network.max_uplinks, 1)), dtype=bool)
+    for at, row in enumerate(rows.tolist()):
+        start = int(_offsets(keys[row : row + 1], row, span)[0])
+        ports = low + (start + np.arange(min(span, REROUTE_PORTS)) * stride) % span
+        hops = _reachable(network, hashes, targets, row, ports=ports, addresses=addresses)
+        if hops is not None:
+            spines = hops[0]
+            out[at, np.unique(spines[spines >= 0])] = True
+    return out
+
+
 class _RouteLinks:
     """Switch link ids a queue pair crosses on route (spine, core): up and down at tier 1, and across pods the
     spine-core links up and down (-1 padding where it stays in its pod)."""
@@ -693,6 +720,7 @@ __all__ = [
     "device_addresses",
     "hashed_routes",
     "queue_pair_targets",
+    "reachable_spines",
     "reroute",
     "search_ports",
     "source_ports",

@@ -9,8 +9,23 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from planner import LINK_TIER_NIC, JobNetwork, RoutePlan, job_network, lambda_star, link_loads, pin_routes, ring_flows
+from planner import (
+    LINK_TIER_NIC,
+    HashModel,
+    JobNetwork,
+    LearnedHash,
+    RoutePlan,
+    SwitchHash,
+    job_network,
+    lambda_star,
+    link_loads,
+    pin_routes,
+    plan_ranks,
+    ring_flows,
+    steer_source_ports,
+)
 from tests.support.fabrics import clos
+from tests.support.placements import worker_placement
 
 
 def level(network: JobNetwork, steps: list[np.ndarray], plan: RoutePlan, background: np.ndarray) -> float:
@@ -137,3 +152,37 @@ def test_pinning_around_a_3_tier_background_keeps_cross_pod_flows_on_a_core() ->
     assert (plan.cores[0][cross_pod] >= 0).all()
     assert (plan.cores[0][~cross_pod] == -1).all()
     assert level(network, [pairs], plan, background) == 1.5
+
+
+def test_queue_pairs_are_pinned_off_a_spine_no_source_port_reaches() -> None:
+    """A learned hash that never saw one of its values (calibration left the switch `partial`) cannot send any
+    port to that spine: steering pins the switch's queue pairs again on the spines its ports reach, instead of
+    rerouting them one by one onto whatever is least loaded."""
+    topology = clos([4, 4], nics=2, leaf_uplinks=4)
+    nodes = list(topology.paths)
+    order = [nodes[i] for i in (0, 4, 1, 5, 2, 6, 3, 7)]
+    placement = worker_placement("gap", order, devices_per_server=2)
+    rng = np.random.default_rng(5)
+    switches = {}
+    for leaf in ("leaf-0", "leaf-1"):
+        rows = tuple(int.from_bytes(rng.bytes(13), "big") for _ in range(2))
+        table = ("spine-0", "spine-1", "spine-2", None if leaf == "leaf-0" else "spine-3")
+        switches[leaf] = SwitchHash(LearnedHash(rows, table, 0, ()), source="learned", samples=100)
+    model = HashModel(switches=switches)
+    plan = plan_ranks(placement, topology, "halving-doubling", "pinned", rng=0)
+    steered = steer_source_ports(placement, topology, plan, model)
+    assert steered.mode == "steered", steered.message
+    assert steered.off_plan == 0, "every queue pair on a spine its ports reach, as planned"
+    assert steered.routes is not None
+    network = steered.network
+    for step, spines in zip(steered.routes.steps, steered.routes.spines, strict=True):
+        rows_, nics = np.nonzero(spines >= 0)
+        from_leaf_0 = network.server_leaf[step[rows_, 0]] == 0
+        assert not (spines[rows_, nics][from_leaf_0] == 3).any(), "nothing sent to the spine leaf-0 cannot reach"
+    assert steered.predicted is not None
+    out_of_leaf_0 = max(
+        int(np.count_nonzero((network.server_leaf[s[:, 0]] == 0) & (network.server_leaf[s[:, 1]] == 1)))
+        for s in steered.routes.steps
+    )
+    assert out_of_leaf_0 == 4, "halving-doubling's step across the leaves: every server of a leaf sends"
+    assert steered.predicted.max_link_load == 3.0  # 4 servers x 2 NICs over the 3 spines leaf-0 reaches
