@@ -146,7 +146,7 @@ async def test_the_creation_never_overwrites_a_configmap_its_cache_has_not_seen_
         completed = h.configmap("race")
         # A cache lagging behind the API server, as right after a watch reconnects.
         h.controller.configmaps.store.pop(f"{NS}/configmap1980-race")
-        assert await h.controller.create_configmap(f"{NS}/race") is None
+        assert await h.controller.keeper.create(f"{NS}/race") is None
         assert h.configmap("race") == completed
         assert h.metrics.configmap_creates.labels("exists")._value.get() == 1
 

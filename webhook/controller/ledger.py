@@ -65,6 +65,8 @@ class LedgerKeeper:
         self._topology: Topology | None = None
         self._sources: dict[str, _Source] = {}
         self._published: set[str] = set()
+        self._changes: dict[str, Mapping[str, Any] | None] = {}
+        self._wake = asyncio.Event()
 
     @property
     def ready(self) -> bool:
@@ -149,6 +151,25 @@ class LedgerKeeper:
             else:
                 self._add(ledger, topology, key, configmap, self._sources)
         self._publish()
+
+    def changed(self, key: str, configmap: Mapping[str, Any] | None) -> None:
+        """The job's ConfigMap as an informer saw it now (None: gone); applied by `follow_changes`, in order, the
+        latest of each job only."""
+        self._changes[key] = configmap
+        self._wake.set()
+
+    def forget_changes(self) -> None:
+        """Drop the changes not applied yet (a rebuild reads every ConfigMap anyway)."""
+        self._changes.clear()
+
+    async def follow_changes(self) -> None:
+        """Apply the informers' changes (parsing and hashing in a thread) until cancelled."""
+        while True:
+            await self._wake.wait()
+            self._wake.clear()
+            while self._changes:
+                key, configmap = self._changes.popitem()
+                await asyncio.to_thread(self.update, key, configmap)
 
     def remove(self, key: str) -> None:
         """The job is gone (its Job deleted): its load leaves the fabric."""

@@ -17,14 +17,10 @@ from planner import (
     PlacementReadout,
     PlanResult,
     Server,
-    Topology,
     build_rank_table,
     read_placement,
     render_rank_table,
     render_ranks_env,
-    topology_from_hypernodes,
-    topology_from_nodes,
-    topology_from_tor_configmap,
 )
 from webhook.common.kube_time import parse_time
 from webhook.common.names import (
@@ -39,7 +35,7 @@ from webhook.common.rank_configmap import (
     completed_payload,
     state_record,
 )
-from webhook.common.settings import AcceleratorProfile, Settings, TopologySettings
+from webhook.common.settings import AcceleratorProfile, Settings
 from webhook.controller.budget import LEVEL_NAMES, GradedPlan
 from webhook.controller.plan_files import RANK_TABLE_FILE, RANKS_ENV_FILE, REPORT_FILE, ROUTES_FILE, plan_outputs
 
@@ -435,23 +431,7 @@ def is_orphan(
     return created is not None and now - created.timestamp() >= grace_s
 
 
-def build_topology(
-    settings: TopologySettings,
-    nodes: Sequence[Mapping[str, Any]],
-    hypernodes: Sequence[Mapping[str, Any]],
-    tor_configmap: Mapping[str, Any] | None,
-) -> Topology:
-    """The fabric from the first source present: HyperNodes, the MindCluster basic-tor-node-cm ConfigMap, or node
-    labels (nodes without topology labels, such as CPU nodes, left out)."""
-    if hypernodes:
-        return topology_from_hypernodes(hypernodes, nodes, settings.fabric)
-    if tor_configmap is not None:
-        return topology_from_tor_configmap(tor_configmap, settings.fabric, nodes=nodes)
-    return topology_from_nodes(nodes, settings.label_keys, settings.fabric, skip_unlabelled=True)
-
-
 __all__ = [
-    "build_topology",
     "configmap_job_key",
     "is_orphan",
     "Planned",

@@ -28,6 +28,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from planner import Placement
 from webhook.common.metrics import Metrics
 from webhook.common.names import RANK_TABLE_VERSION_ANNOTATION
 from webhook.common.settings import ControllerSettings
@@ -103,6 +104,31 @@ class _Delivery:
 
 class _NotLeaderError(Exception):
     """The lease was lost: the next leader updates what is left."""
+
+
+def table_pods(
+    placement: Placement,
+    pods: Sequence[Mapping[str, Any]],
+    version: str,
+    nodes: Mapping[str, Mapping[str, Any]],
+    *,
+    rewritten: bool,
+) -> list[PodRef]:
+    """The pods of a table's servers to annotate with its `version`: all of them after a write (`rewritten`),
+    else those not carrying it yet (an earlier leader wrote it and stopped); `nodes` by name, for their TTL."""
+    on = {server.pod_name: server.node_name for server in placement.servers}
+    refs = []
+    for pod in pods:
+        meta = pod.get("metadata") or {}
+        node = on.get(str(meta.get("name")))
+        if node is None:
+            continue
+        current = str((meta.get("annotations") or {}).get(RANK_TABLE_VERSION_ANNOTATION, ""))
+        if not rewritten and (current == version or current.startswith(f"{version}+")):
+            continue
+        ttl = node_ttl_s(nodes.get(node))
+        refs.append(PodRef(str(meta.get("namespace")), str(meta.get("name")), str(meta.get("uid", "")), ttl))
+    return refs
 
 
 class PodUpdater:

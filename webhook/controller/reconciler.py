@@ -2,7 +2,7 @@
 
 Informers (`webhook.kube.informer`) keep caches of labelled Volcano Jobs, their pods, the rank-table ConfigMaps,
 Nodes and (when the CRD exists) HyperNodes. A Job without its ConfigMap gets one at once, owned by the Job, from a
-queue of its own (`create_configmap`). Changes enqueue the job in a debounced work queue; `reconcile` reads the
+queue of its own (`ConfigMapKeeper.create`). Changes enqueue the job in a debounced work queue; `reconcile` reads the
 placement, plans (`webhook.controller.planning`), and writes the ConfigMap in one resourceVersion-guarded update.
 Only the Lease holder runs it (`webhook.controller.run`).
 """
@@ -23,7 +23,6 @@ from webhook.common.names import (
     FINGERPRINT_ANNOTATION,
     JOB_NAME_LABEL,
     LAUNCHER_KEY,
-    RANK_TABLE_VERSION_ANNOTATION,
     RING_LABEL,
 )
 from webhook.common.rank_configmap import (
@@ -42,7 +41,6 @@ from webhook.controller.budget import PlanLevel
 from webhook.controller.configmaps import ConfigMapKeeper
 from webhook.controller.planning import (
     Planned,
-    build_topology,
     configmap_job_key,
     needs_a_fix,
     pending_summary,
@@ -50,8 +48,9 @@ from webhook.controller.planning import (
     read_job_placement,
     topology_wait,
 )
-from webhook.controller.pod_updates import PodRef, PodUpdater, node_ttl_s, table_version
+from webhook.controller.pod_updates import PodUpdater, table_pods, table_version
 from webhook.controller.table_planning import MAX_REPLANS, TablePlanning
+from webhook.controller.topology_cache import TopologyCache
 from webhook.controller.watches import namespaced_informer
 from webhook.kube.client import (
     CONFIGMAPS,
@@ -64,7 +63,7 @@ from webhook.kube.client import (
     KubeRepository,
 )
 from webhook.kube.events import EventRecorder, EventType
-from webhook.kube.informer import BACKOFF_S, Informer, Obj, object_key, object_version
+from webhook.kube.informer import BACKOFF_S, Informer, Obj, object_key
 from webhook.kube.workqueue import DebouncedQueue
 
 log = logging.getLogger("ringroute.controller")
@@ -147,15 +146,13 @@ class Controller:
         """Annotates the pods of each written table so kubelet rewrites their table file at once."""
         self._pods_by_job: dict[str, set[str]] = {}
         self._memory: dict[str, _JobMemory] = {}
-        self._topology_cache: tuple[tuple[int, int, str], Topology] | None = None
+        self.topology = TopologyCache(settings.topology, repo, self.nodes)
         self.tables = TablePlanning(
             settings,
             metrics,
             running=lambda: (list(self.configmaps.store.values()), list(self.jobs.store)),
         )
         """Plans tables within the budget around the fabric's other jobs, and commits them against the ledger."""
-        self._ledger_changes: dict[str, Obj | None] = {}
-        self._ledger_wake = asyncio.Event()
 
     # -- event handlers --------------------------------------------------------------------------------------
 
@@ -165,7 +162,7 @@ class Controller:
             self._memory.pop(key, None)
             self.keeper.job_deleted(key)
             self.pod_updates.forget(key)
-            self._ledger_change(key, None)  # its load leaves the fabric at once, before its ConfigMap goes
+            self.tables.ledger.changed(key, None)  # its load leaves the fabric at once, before its ConfigMap goes
             return
         self.queue.add(key)
         self.keeper.job_seen(key, job)
@@ -194,23 +191,9 @@ class Controller:
         if job_key is None:
             return
         known = job_key in self.jobs.store
-        self._ledger_change(job_key, configmap if known and event_type != "DELETED" else None)
+        self.tables.ledger.changed(job_key, configmap if known and event_type != "DELETED" else None)
         if known:
             self.queue.add(job_key)
-
-    def _ledger_change(self, job_key: str, configmap: Obj | None) -> None:
-        """The job's ConfigMap as it is now (None: gone), for the ledger (applied in order, the latest only)."""
-        self._ledger_changes[job_key] = configmap
-        self._ledger_wake.set()
-
-    async def _apply_ledger_changes(self) -> None:
-        """Keep the fabric ledger in line with the rank-table ConfigMaps (parsing and hashing in a thread)."""
-        while True:
-            await self._ledger_wake.wait()
-            self._ledger_wake.clear()
-            while self._ledger_changes:
-                job_key, configmap = self._ledger_changes.popitem()
-                await asyncio.to_thread(self.tables.ledger.update, job_key, configmap)
 
     def _on_topology(self, _event_type: str, _obj: Obj, _old: Obj | None) -> None:
         # Jobs still waiting may be waiting for topology labels; completed tables are not re-planned.
@@ -247,7 +230,7 @@ class Controller:
             await self._rebuild_ledger()
             for job_key in self.jobs.store:
                 self.queue.add(job_key, 0.0)
-            tasks.append(asyncio.create_task(self._apply_ledger_changes(), name="fabric-ledger"))
+            tasks.append(asyncio.create_task(self.tables.ledger.follow_changes(), name="fabric-ledger"))
             for n in range(self.settings.controller.configmap_create_workers):
                 tasks.append(asyncio.create_task(self.keeper.run_creations(), name=f"create-{n}"))
             for n in range(self.workers):
@@ -265,17 +248,9 @@ class Controller:
             await asyncio.gather(*tasks, return_exceptions=True)
 
     async def _rebuild_ledger(self) -> None:
-        """The fabric ledger from every completed rank-table ConfigMap in the caches, before any plan is made (the
-        changes seen meanwhile are in it)."""
-        if self.settings.planning.routing != "pinned":
-            return  # only pinned routes are planned around other jobs
-        self._ledger_changes.clear()
-        try:
-            topology = await asyncio.to_thread(await self._topology_now())
-        except InputError as exc:
-            log.warning("event=fabric_ledger_unavailable error=%s detail=jobs are planned alone", exc)
-            return
-        await asyncio.to_thread(self.tables.ensure_ledger, topology)
+        """The fabric ledger from every completed rank-table ConfigMap in the caches, before any plan is made."""
+        if self.settings.planning.routing == "pinned":  # only pinned routes are planned around other jobs
+            await self.tables.rebuild_ledger(await self._topology_now())
 
     async def _worker(self) -> None:
         while True:
@@ -326,12 +301,6 @@ class Controller:
         memory = self._memory.setdefault(key, _JobMemory())
         memory.failures += 1
         return float(min(BACKOFF_S[0] * 2.0 ** (memory.failures - 1), BACKOFF_S[1]))
-
-    async def create_configmap(self, key: str) -> float | None:
-        """Create the job's ConfigMap if it has none (`ConfigMapKeeper.create`); returns a retry delay."""
-        return await self.keeper.create(key)
-
-    # -- reconcile -------------------------------------------------------------------------------------------
 
     async def reconcile(self, key: str) -> float | None:
         """Bring the job's ConfigMap in line with its pods; returns a retry delay or None."""
@@ -532,23 +501,11 @@ class Controller:
         written_at: float | None,
     ) -> None:
         """Annotate the table's pods that do not carry this write's version yet (in the background)."""
-        if not self.settings.controller.pod_updates:
-            return
-        version = table_version(str((configmap.get("metadata") or {}).get("resourceVersion", "")), data_sha)
-        nodes = {server.pod_name: server.node_name for server in placement.servers}
-        refs = []
-        for pod in pods:
-            meta = pod.get("metadata") or {}
-            node = nodes.get(str(meta.get("name")))
-            if node is None:
-                continue
-            current = str((meta.get("annotations") or {}).get(RANK_TABLE_VERSION_ANNOTATION, ""))
-            if written_at is None and (current == version or current.startswith(f"{version}+")):
-                continue
-            ttl = node_ttl_s(self.nodes.store.get(node))
-            refs.append(PodRef(str(meta.get("namespace")), str(meta.get("name")), str(meta.get("uid", "")), ttl))
-        if refs or written_at is not None:
-            self.pod_updates.update(key, version, refs, written_at=written_at)
+        if self.settings.controller.pod_updates:
+            version = table_version(str((configmap.get("metadata") or {}).get("resourceVersion", "")), data_sha)
+            refs = table_pods(placement, pods, version, self.nodes.store, rewritten=written_at is not None)
+            if refs or written_at is not None:
+                self.pod_updates.update(key, version, refs, written_at=written_at)
 
     async def _report_pod_updates(self, key: str, message: str, event_type: EventType) -> None:
         job = self.jobs.store.get(key)
@@ -571,30 +528,9 @@ class Controller:
         return [], False
 
     async def _topology_now(self) -> Callable[[], Topology]:
-        """A thunk building the topology from the caches (memoised by cache generation), run in the planner thread.
-
-        Sources, first match: HyperNodes (CRD installed, objects present), the configured MindCluster
-        basic-tor-node-cm ConfigMap, node labels.
-        """
-        hyper = self.hypernodes
-        settings = self.settings.topology
-        tor: Obj | None = None
-        if settings.tor_configmap and not (hyper is not None and hyper.store):
-            namespace, _, name = settings.tor_configmap.partition("/")
-            tor = await self.repo.get_configmap(namespace, name)
-        generation = (self.nodes.generation, hyper.generation if hyper is not None else -1, object_version(tor or {}))
-        if self._topology_cache is not None and self._topology_cache[0] == generation:
-            cached = self._topology_cache[1]
-            return lambda: cached
-        nodes = list(self.nodes.store.values())
-        hypernodes = list(hyper.store.values()) if hyper is not None else []
-
-        def build() -> Topology:
-            topology = build_topology(settings, nodes, hypernodes, tor)
-            self._topology_cache = (generation, topology)
-            return topology
-
-        return build
+        """A thunk building the topology from the caches (`TopologyCache`), run in a worker thread."""
+        self.topology.hypernodes = self.hypernodes
+        return await self.topology.thunk()
 
     async def _pending(
         self,

@@ -96,6 +96,16 @@ class TablePlanning:
         configmaps, jobs = self._running()
         return self.ledger.ensure(topology, list(configmaps), list(jobs))
 
+    async def rebuild_ledger(self, topology: Callable[[], Topology]) -> None:
+        """Build the ledger for the caches' topology (the changes seen meanwhile are in it)."""
+        self.ledger.forget_changes()
+        try:
+            built = await asyncio.to_thread(topology)
+        except InputError as exc:
+            log.warning("event=fabric_ledger_unavailable error=%s detail=jobs are planned alone", exc)
+            return
+        await asyncio.to_thread(self.ensure_ledger, built)
+
     async def plan(
         self,
         key: str,
