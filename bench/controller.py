@@ -5,7 +5,8 @@ p50/p99/max (target <= 1 s for every job). A 1,024-pod route-planned job: time f
 the completed ConfigMap (target <= 1 s, with the pod updates that follow each write switched on), API writes per
 transition (target: 1 ConfigMap update plus Events), time from the completed table to the last of its 1,024 pods
 annotated (what lets kubelet rewrite their table file at once), time to go back to "initializing" when a pod is
-lost, and peak memory of the process. Planning isolation: one large
+lost, and peak memory of the process. The same table with 100 route-planned jobs already running on the fabric
+(target <= 1 s), planned as configured and with pinned routes around their ledger. Planning isolation: one large
 plan (4,096 servers, mixed pattern, pinned routes) in a thread of the serving process and in the planning process,
 each in a fresh process: the serving process's peak memory and its event loop's stalls (what admission waits).
 """
@@ -217,9 +218,26 @@ async def run_burst(jobs: int, busy_pods: int) -> None:
             await user.close()
 
 
-async def run(pods: int, route_plan: bool) -> None:
-    leaves = pods // 8 + 2
+RUNNING_JOB_PODS = 3
+
+
+async def start_running_jobs(server: FakeApiServer, count: int, first_node: int) -> None:
+    """`count` route-planned jobs of RUNNING_JOB_PODS pods each on the nodes from `first_node`, completed."""
+    for k in range(count):
+        job = make_job(f"running-{k}", RUNNING_JOB_PODS)
+        await add_job(server, job)
+        for index in range(RUNNING_JOB_PODS):
+            node = first_node + k * RUNNING_JOB_PODS + index
+            await server.apply("pods", make_pod(job, index, f"npu-{node}"))
+    for k in range(count):
+        await wait_status(server, f"running-{k}", "completed", 120)
+
+
+async def run(pods: int, route_plan: bool, *, running: int = 0, pinned: bool = False) -> None:
+    leaves = (pods + running * RUNNING_JOB_PODS) // 8 + 2
     settings = Settings()
+    if pinned:  # pinned routes planned around the running jobs (the fabric ledger)
+        settings = msgspec.structs.replace(settings, planning=PlanningSettings(routing="pinned"))
     async with FakeApiServer(bookmark_interval_s=1.0) as server:
         for node in cluster_nodes(leaves, 8):
             await server.apply("nodes", node)
@@ -228,6 +246,7 @@ async def run(pods: int, route_plan: bool) -> None:
         controller = Controller(settings, KubeRepository(api, metrics), metrics)
         task = asyncio.create_task(controller.run())
         try:
+            await start_running_jobs(server, running, pods + 8)
             name = "bench"
             job = make_job(name, pods, route_plan=route_plan)
             await add_job(server, job)
@@ -250,6 +269,9 @@ async def run(pods: int, route_plan: bool) -> None:
                 pods=pods,
                 devices=pods * 8,
                 route_plan=route_plan,
+                routing=settings.planning.routing,
+                running_jobs=running,
+                ledger_jobs=len(ledger.jobs) if (ledger := controller.tables.ledger.snapshot()) is not None else None,
                 seconds=seconds,
                 target_seconds=1.0,
                 debounce_s=settings.controller.debounce_s,
@@ -412,8 +434,11 @@ def main() -> int:
     parser.add_argument("--no-route-plan", action="store_true", help="pod-index order (no planner)")
     parser.add_argument("--burst-jobs", type=int, default=100, metavar="N", help="Jobs created at once")
     parser.add_argument(
+        "--running-jobs", type=int, default=100, metavar="N", help="fabric case: jobs running before the table"
+    )
+    parser.add_argument(
         "--case",
-        choices=("all", "burst", "table", "isolation"),
+        choices=("all", "burst", "table", "fabric", "isolation"),
         default="all",
         help="the Job burst, the 1,024-pod table, a 4,096-server plan in a thread and in the planning process",
     )
@@ -427,6 +452,9 @@ def main() -> int:
     # The table first: its peak-memory line then covers that case alone.
     if args.case in ("all", "table"):
         asyncio.run(run(args.pods, not args.no_route_plan))
+    if args.case in ("all", "fabric"):  # the same table with 100 jobs running, pinned around them
+        asyncio.run(run(args.pods, not args.no_route_plan, running=args.running_jobs))
+        asyncio.run(run(args.pods, not args.no_route_plan, running=args.running_jobs, pinned=True))
     if args.case in ("all", "burst"):
         asyncio.run(run_burst(args.burst_jobs, 0))
         asyncio.run(run_burst(args.burst_jobs, 1024))
