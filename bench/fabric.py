@@ -319,7 +319,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     for uplinks, kind, model_kind in cases(args.quick):
         row: dict[str, Any] = {"case": "shared-fabric", "uplinks": uplinks, "placement": kind}
         row["hash_model"] = model_kind
-        bounds: list[float] = []
+        bounds: dict[int, list[float]] = {1: [], 4: []}
         for column, delivery, qps in COLUMNS:
             if delivery.startswith("ecmp") and model_kind != "declared":
                 continue
@@ -333,7 +333,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             row[f"{column}: at bound"] = f"{at_bound}/{len(found)}"
             row[f"{column}: slowed by neighbours"] = f"{sum(o.slowed for o in found)}/{sum(o.jobs for o in found)}"
             if delivery == "around":
-                bounds += [o.bound for o in found]
+                bounds[qps] += [o.bound for o in found]
                 reached, runs = reached + at_bound, runs + len(found)
                 row[f"{column}: plan s/job"] = round(sum(o.plan_s for o in found) / sum(o.jobs for o in found), 3)
                 alone = [
@@ -346,7 +346,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                     failures.append(f"{uplinks}/{kind}/{model_kind}/Q{qps}: around worse than alone in {worse} runs")
                 if uplinks >= 32 and kind != "random" and at_bound < len(found):
                     failures.append(f"{uplinks}/{kind}/{model_kind}/Q{qps}: around above the bound")
-        row["bound (busbw)"] = round(float(np.mean([1 / b for b in bounds])), 3)
+        for qps, found_bounds in bounds.items():
+            row[f"bound, Q={qps} (busbw)"] = round(float(np.mean([1 / b for b in found_bounds])), 3)
         emit(row)
     emit(
         {

@@ -141,10 +141,11 @@ def test_any_declared_function_steers_every_queue_pair(
     assert _check_every_queue_pair(result, model) > 0
 
 
-def test_queue_pairs_no_port_can_steer_take_the_least_loaded_route_they_can_reach() -> None:
+def test_queue_pairs_no_port_can_steer_to_their_spine_are_pinned_again_on_the_spines_their_ports_reach() -> None:
     # xor32 over the 13-byte key: the port lands in bits 8-23 of the fourth word, the low-bits bucket of two
     # spines is bit 0, which only proto, dport and the addresses reach: every port of a connection takes one
-    # spine, so the plan's other spine is out of reach and the prediction says what the ports really do
+    # spine, so the plan's other spine is out of reach; pinned again with each held to its one spine, every queue
+    # pair is where the plan puts it, and the prediction says what the ports really do
     placement, topology = _case(2, servers=12)
     plan = plan_ranks(placement, topology, "ring", "pinned", rng=0)
     spec = HashSpec("xor32", bucket="low-bits")
@@ -152,8 +153,14 @@ def test_queue_pairs_no_port_can_steer_take_the_least_loaded_route_they_can_reac
     assert len(buckets) == 1
     result = steer_source_ports(placement, topology, plan, _model(spec))
     assert result.mode == "steered"
-    assert result.off_plan > 0
-    assert "rerouted where no source port reaches their planned spine" in result.message
+    assert result.off_plan == 0
+    assert "every queue pair on its planned spine" in result.message
+    assert plan.routes is not None
+    assert result.routes is not None
+    assert any(
+        not np.array_equal(mine, planned)
+        for mine, planned in zip(result.routes.spines, plan.routes.spines, strict=True)
+    ), "the routes were pinned again"
     assert result.predicted is not None
     assert result.routes is not None
     assert result.predicted.max_link_load == pytest.approx(result.routes.max_load)
