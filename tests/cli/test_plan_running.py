@@ -183,3 +183,42 @@ def test_a_running_job_whose_routes_cannot_be_read_counts_as_unsteered_with_a_wa
     jobs = {job["job"]: job for job in loads(capsys)["jobs"]}
     assert jobs[str(first)]["delivery"] == "ecmp"
     assert jobs[str(out)]["delivery"] == "hashed"
+
+
+async def test_live_plans_around_the_clusters_rank_tables_and_fabric_load_reads_them(
+    tmp_path: Path, inputs: dict[str, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    from tests.support.whatif import JOB, NS, cluster
+
+    second = tmp_path / "second"
+    assert plan(inputs["second"], second, inputs["model"]) == 0
+    data = {p.name: p.read_text(encoding="utf-8") for p in second.iterdir()}
+    async with cluster(tmp_path) as live:
+        meta = {"name": "configmap1980-second", "namespace": NS, "labels": {"ring-controller.cce": "ascend-1980"}}
+        await live.server.apply("configmaps", {"apiVersion": "v1", "kind": "ConfigMap", "metadata": meta, "data": data})
+        capsys.readouterr()
+        out = tmp_path / "out"
+        argv = ["plan", "--job", f"{NS}/{JOB}", "--routing", "pinned", "--hash-model", str(inputs["model"])]
+        assert await live.run(*argv, "--out-dir", str(out)) == 0
+        assert "on the shared fabric (1 running jobs)" in capsys.readouterr().out
+        report = json.loads((out / "ringroute-plan.json").read_text(encoding="utf-8"))
+        assert report["fabric"]["other_jobs"] == 1
+        assert report["fabric"]["other_jobs_load"] == 0.0
+        assert await live.run("fabric", "load", "--cluster", "--hash-model", str(inputs["model"]), "--json") == 0
+        document = loads(capsys)
+        assert [job["job"] for job in document["jobs"]] == [f"{NS}/second"]
+        assert document["jobs"][0]["delivery"] == "hashed"
+        assert all(r.method == "GET" for r in live.reads()), "read-only"
+
+
+def test_the_plan_page_pictures_the_shared_fabric_with_the_new_jobs_routes(
+    tmp_path: Path, inputs: dict[str, Path]
+) -> None:
+    first, around, page = tmp_path / "first", tmp_path / "around", tmp_path / "plan.html"
+    assert plan(PODS, first, inputs["model"]) == 0
+    assert plan(inputs["second"], around, inputs["model"], "--running", str(first), "--html", str(page)) == 0
+    text = page.read_text(encoding="utf-8")
+    assert "<h2>The shared fabric</h2>" in text
+    grid = text.split('data-field="fabric-grid"', 1)[1]
+    assert "default/second (this plan)" in grid, "hovering a cell of this plan's links names it"
+    assert str(first) in grid

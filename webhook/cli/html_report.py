@@ -98,6 +98,7 @@ def render_page(view: PlanView) -> str:
         _servers_section(view),
         _links_section(view),
         _busiest_section(view),
+        view.fabric_section or "",
         "</body></html>",
     ]
     return "\n".join(parts) + "\n"

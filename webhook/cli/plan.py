@@ -7,6 +7,7 @@ pod, node or field and the fix (exit status 2), and `plan` writes nothing unless
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import importlib.util
 import json
 import logging
@@ -32,6 +33,7 @@ from webhook.controller.plan_files import PLAN_FILES
 
 if TYPE_CHECKING:  # the planner's numeric half loads only when a command plans
     from planner import JobNetwork, OrderEvaluation, PlanResult, SteeringResult
+    from webhook.controller.budget import GradedPlan
 
 log = logging.getLogger("ringroute.plan")
 
@@ -283,6 +285,7 @@ def run_plan(args: argparse.Namespace) -> int:
     view = None
     if args.html and result is not None:
         view = _view(case, result, {"pod-index": result.before, "ringroute": result.after}, steering=plan.steering)
+        view = dataclasses.replace(view, fabric_section=_fabric_section(case, plan))
     elif args.html:
         log.warning("--html %s: not written: %s has no simulated metrics to show", args.html, plan.level)
     write_atomically(out_dir, files)
@@ -309,6 +312,33 @@ def run_plan(args: argparse.Namespace) -> int:
     if plan.fallback is not None:
         print(f"  fallback: {plan.fallback.message}")
     return 0
+
+
+def _fabric_section(case: PlanCase, plan: GradedPlan) -> str | None:
+    """The leaf x spine picture of the running jobs' load with this plan's routes (None when planned alone)."""
+    result, steering = plan.result, plan.steering
+    if case.ledger is None or result is None or result.routes is None:
+        return None
+    from planner import job_traffic
+    from webhook.cli.fabric_page import fabric_grid
+
+    steered = steering is not None and steering.mode == "steered" and steering.routes is not None
+    routes = steering.routes if steered and steering is not None and steering.routes is not None else result.routes
+    key = f"{case.placement.namespace}/{case.placement.job_name} (this plan)"
+    ledger = running.running_ledger(case.running, case.topology, case.hash_model)
+    ledger.put(
+        job_traffic(
+            ledger.links,
+            routes.network,
+            list(routes.steps),
+            key=key,
+            routes=routes,
+            delivery="hashed" if steered else "planned",
+            qps=routes.qps,
+        )
+    )
+    mine = {ledger.links.name(int(link)).switch for link in ledger.jobs[key].links}
+    return "<h2>The shared fabric</h2>" + fabric_grid(ledger, ledger.loads, highlight=frozenset(mine))
 
 
 def _view(

@@ -38,6 +38,8 @@ class PlanView:
     """The planner's status message."""
     steering: SteeringResult | None = None
     """The per-queue-pair source ports of the plan (MultiQpSrcPort.cfg), when any were chosen."""
+    fabric_section: str | None = None
+    """The page's leaf x spine picture of every job's load with this plan's (planned around running jobs)."""
 
     @property
     def job(self) -> str:
