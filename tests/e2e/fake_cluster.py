@@ -9,10 +9,12 @@ import datetime as dt
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from emulation.cluster import device_annotation
 from webhook.kube.client import HYPERNODES, JOBS, NODES, PODS, KubeError, KubeRepository
 
+Obj = dict[str, Any]
 NPU = "huawei.com/ascend-1980"
 LEAF_LABEL = "volcano.sh/tor"
 MERGE = "application/merge-patch+json"
@@ -143,3 +145,40 @@ async def clean_up(repo: KubeRepository, namespace: str, hypernodes: list[str], 
             break
         await asyncio.sleep(0.5)
     await repo.close()
+
+
+def job_manifest(
+    name: str, namespace: str, replicas: int, topology: Obj | None = None, *, affinity: Obj | None = None
+) -> Obj:
+    """A route-planned Volcano Job of `replicas` 8-card pods (sleeping busybox), with an optional
+    `spec.networkTopology` and pod `affinity`."""
+    template = {
+        "metadata": {"labels": {"ring-controller.cce": "ascend-1980"}},
+        "spec": {
+            "restartPolicy": "Never",
+            **({"affinity": affinity} if affinity is not None else {}),
+            "containers": [
+                {
+                    "name": "train",
+                    "image": "localhost/rr-busybox:1",
+                    "command": ["sh", "-c", "sleep 3600"],
+                    "env": [{"name": "ROUTE_PLAN", "value": "true"}],
+                    "resources": {"requests": {NPU: "8"}, "limits": {NPU: "8"}},
+                }
+            ],
+        },
+    }
+    spec: Obj = {
+        "minAvailable": replicas,
+        "schedulerName": "volcano",
+        "queue": "default",
+        "tasks": [{"name": "worker", "replicas": replicas, "template": template}],
+    }
+    if topology is not None:
+        spec["networkTopology"] = topology
+    return {
+        "apiVersion": "batch.volcano.sh/v1alpha1",
+        "kind": "Job",
+        "metadata": {"name": name, "namespace": namespace, "labels": {"ring-controller.cce": "ascend-1980"}},
+        "spec": spec,
+    }

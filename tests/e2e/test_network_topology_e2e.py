@@ -31,7 +31,7 @@ import pytest
 from aiohttp import web
 
 from certs import ServingCertificates, generate_bundle
-from tests.e2e.fake_cluster import FakeNodes, clean_up
+from tests.e2e.fake_cluster import FakeNodes, clean_up, job_manifest
 from tests.e2e.scheduler import extender_in_scheduler, scheduler_conf
 from tests.e2e.webhooks import registered_webhooks
 from webhook.admission.server import HANDLERS_KEY, admission_app
@@ -70,38 +70,6 @@ def hypernode(name: str, tier: int, members: list[Obj]) -> Obj:
 
 def leaf_hypernode(leaf: str) -> Obj:
     return hypernode(leaf, 1, [{"type": "Node", "selector": {"labelMatch": {"matchLabels": {LEAF_LABEL: leaf}}}}])
-
-
-def job_manifest(name: str, namespace: str, replicas: int, topology: Obj | None = None) -> Obj:
-    template = {
-        "metadata": {"labels": {"ring-controller.cce": "ascend-1980"}},
-        "spec": {
-            "restartPolicy": "Never",
-            "containers": [
-                {
-                    "name": "train",
-                    "image": "localhost/rr-busybox:1",
-                    "command": ["sh", "-c", "sleep 3600"],
-                    "env": [{"name": "ROUTE_PLAN", "value": "true"}],
-                    "resources": {"requests": {NPU: "8"}, "limits": {NPU: "8"}},
-                }
-            ],
-        },
-    }
-    spec: Obj = {
-        "minAvailable": replicas,
-        "schedulerName": "volcano",
-        "queue": "default",
-        "tasks": [{"name": "worker", "replicas": replicas, "template": template}],
-    }
-    if topology is not None:
-        spec["networkTopology"] = topology
-    return {
-        "apiVersion": "batch.volcano.sh/v1alpha1",
-        "kind": "Job",
-        "metadata": {"name": name, "namespace": namespace, "labels": {"ring-controller.cce": "ascend-1980"}},
-        "spec": spec,
-    }
 
 
 @dataclass

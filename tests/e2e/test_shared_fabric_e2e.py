@@ -29,7 +29,7 @@ import msgspec
 import pytest
 
 from planner import FabricLedger, fabric_ledger, load_hash_model, read_running_job, topology_from_nodes
-from tests.e2e.fake_cluster import NPU, FakeNodes, clean_up
+from tests.e2e.fake_cluster import FakeNodes, clean_up, job_manifest
 from webhook.common.metrics import Metrics
 from webhook.common.rank_configmap import plan_files
 from webhook.common.settings import ControllerSettings, Settings, load_settings
@@ -59,7 +59,8 @@ def leaf_of(index: int) -> str:
     return f"{PREFIX}-leaf-{index // 4}"
 
 
-def job_manifest(name: str, namespace: str, nodes: tuple[int, ...]) -> Obj:
+def pinned_job(name: str, namespace: str, nodes: tuple[int, ...]) -> Obj:
+    """A route-planned job of one pod on each of `nodes` (by node affinity)."""
     hostnames = [f"{PREFIX}-{n:02d}" for n in nodes]
     affinity = {
         "nodeAffinity": {
@@ -69,8 +70,7 @@ def job_manifest(name: str, namespace: str, nodes: tuple[int, ...]) -> Obj:
                 ]
             }
         },
-        # one pod a node
-        "podAntiAffinity": {
+        "podAntiAffinity": {  # one pod a node
             "requiredDuringSchedulingIgnoredDuringExecution": [
                 {
                     "labelSelector": {"matchLabels": {"volcano.sh/job-name": name}},
@@ -79,33 +79,7 @@ def job_manifest(name: str, namespace: str, nodes: tuple[int, ...]) -> Obj:
             ]
         },
     }
-    template = {
-        "metadata": {"labels": {"ring-controller.cce": "ascend-1980"}},
-        "spec": {
-            "restartPolicy": "Never",
-            "affinity": affinity,
-            "containers": [
-                {
-                    "name": "train",
-                    "image": "localhost/rr-busybox:1",
-                    "command": ["sh", "-c", "sleep 3600"],
-                    "env": [{"name": "ROUTE_PLAN", "value": "true"}],
-                    "resources": {"requests": {NPU: "8"}, "limits": {NPU: "8"}},
-                }
-            ],
-        },
-    }
-    return {
-        "apiVersion": "batch.volcano.sh/v1alpha1",
-        "kind": "Job",
-        "metadata": {"name": name, "namespace": namespace, "labels": {"ring-controller.cce": "ascend-1980"}},
-        "spec": {
-            "minAvailable": len(nodes),
-            "schedulerName": "volcano",
-            "queue": "default",
-            "tasks": [{"name": "worker", "replicas": len(nodes), "template": template}],
-        },
-    }
+    return job_manifest(name, namespace, len(nodes), affinity=affinity)
 
 
 @dataclass
@@ -116,7 +90,7 @@ class Fabric:
     controllers: dict[str, tuple[asyncio.Task[None], asyncio.Event, Metrics]]
 
     async def submit(self, name: str, nodes: tuple[int, ...] | None = None) -> None:
-        await self.repo.create_object(JOBS, job_manifest(name, self.namespace, nodes or JOB_NODES[name]))
+        await self.repo.create_object(JOBS, pinned_job(name, self.namespace, nodes or JOB_NODES[name]))
 
     async def completed(self, name: str, timeout_s: float = 90.0) -> Obj:
         deadline = time.monotonic() + timeout_s

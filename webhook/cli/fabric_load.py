@@ -17,10 +17,10 @@ from typing import TYPE_CHECKING, Any
 from webhook.cli import running
 from webhook.cli.errors import CommandError
 from webhook.cli.fabric_inputs import add_topology_arguments, read_topology
-from webhook.cli.inputs import read_from, read_settings, read_text
+from webhook.cli.inputs import read_from, read_settings
 
 if TYPE_CHECKING:
-    from planner import FabricLedger, FabricReport, HashModel, RunningJob, Topology
+    from planner import FabricLedger, FabricReport, RunningJob, Topology
     from webhook.common.settings import Settings
 
 BUSIEST = 10
@@ -69,18 +69,6 @@ def register(commands: Any) -> None:
     load.set_defaults(handler=run_load)
 
 
-def _model(args: argparse.Namespace, settings: Settings) -> HashModel | None:
-    from planner import load_hash_model
-    from webhook.common.settings import settings_hash_model
-
-    if args.hash_model is None:
-        return settings_hash_model(settings)
-    text = read_text(args.hash_model, "--hash-model")
-    return read_from(
-        f"--hash-model {args.hash_model}", lambda: load_hash_model(text), "pass a file ringroute fabric calibrate wrote"
-    )
-
-
 def _from_cluster(args: argparse.Namespace, settings: Settings) -> tuple[Topology, list[RunningJob]]:
     import asyncio
 
@@ -112,7 +100,9 @@ def run_load(args: argparse.Namespace) -> int:
     if not args.cluster and (args.kubeconfig or args.context):
         raise CommandError("--kubeconfig and --context: only apply with --cluster")
     settings = read_settings(args.settings, "--settings")
-    model = _model(args, settings)
+    from webhook.cli.plan_case import hash_model_of
+
+    model = hash_model_of(args, settings)
     if args.cluster:
         topology, jobs = _from_cluster(args, settings)
         where = "cluster"

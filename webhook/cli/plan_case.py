@@ -66,7 +66,7 @@ def _settings(args: argparse.Namespace) -> Settings:
     return read_settings(args.settings, "--settings")
 
 
-def _hash_model(args: argparse.Namespace, settings: Settings) -> HashModel | None:
+def hash_model_of(args: argparse.Namespace, settings: Settings) -> HashModel | None:
     """--hash-model FILE, else the settings' topology.hashModelFile (checked when the settings were read)."""
     from planner import load_hash_model
     from webhook.common.settings import settings_hash_model
@@ -213,7 +213,7 @@ class PlanCase:
             raise CommandError(f"--seed {self.seed}: must be 0 or more")
         if not 0 < self.time_limit < math.inf:  # also refuses nan
             raise CommandError(f"--time-limit {self.time_limit}: must be a positive number of seconds")
-        self.hash_model = _hash_model(args, self.settings)
+        self.hash_model = hash_model_of(args, self.settings)
         self.source_ports = source_ports(args, self.settings)
         self.planning = msgspec.structs.replace(
             planning,
@@ -270,4 +270,4 @@ class PlanCase:
         )
 
 
-__all__ = ["MAX_QPS", "PlanCase", "guarded", "load_objects"]
+__all__ = ["MAX_QPS", "PlanCase", "guarded", "hash_model_of", "load_objects"]
