@@ -164,6 +164,7 @@ async def test_a_running_job_whose_routes_cannot_be_read_counts_as_unsteered(
         await h.server.mutate("configmaps", NS, "configmap1980-first", corrupt)
         await wait_for(lambda: any("fabric_job_unsteered job=team-a/first" in r.getMessage() for r in caplog.records))
         await start(h, "second")
+        await wait_for(lambda: h.controller.tables.ledger.nodes_of("team-a/second") != ())  # put after the write
         ledger = h.controller.tables.ledger.snapshot()
         assert ledger is not None
         assert ledger.jobs["team-a/first"].delivery == "ecmp"
