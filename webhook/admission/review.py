@@ -59,6 +59,8 @@ class StatusDetails(TypedDict, total=False):
     """`details` of a metav1.Status."""
 
     causes: list[StatusCause]
+    retryAfterSeconds: int
+    """The client may retry after this: the API server answers the denial with this Retry-After."""
 
 
 class Status(TypedDict, total=False):

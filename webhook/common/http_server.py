@@ -8,9 +8,9 @@ handler wait for a body forever. `serve` adds, per `ServerLimits`:
   connections cannot lock clients out (as nginx reuses its idle keep-alive connections);
 - a header timeout: a request's headers must arrive within `header_timeout_s` of its first byte (of the connection,
   for the first request; a TLS handshake has as long);
-- a body timeout and a body buffer: `read_body` (or `body_window` around a handler's own reading) reads a body
-  only when it fits in `body_buffer_mib` together with the bodies being read, and only for `body_timeout_s` after
-  the request's headers; a late body is answered 408 and its connection closed;
+- a body timeout and a body buffer: `webhook.common.request_bodies` reads a body only when it fits in
+  `body_buffer_mib` together with the bodies being read (or held until answered), and only for `body_timeout_s`
+  after the request's headers; a late body is answered 408 and its connection closed;
 - the keep-alive timeout, handed to aiohttp.
 
 Connections are served by aiohttp's own protocol, wrapped to see data arrive. A connection is busy from the start
@@ -52,6 +52,15 @@ LimitedConnectionT = TypeVar("LimitedConnectionT", bound="LimitedConnection")
 
 class BodyTimeoutError(TimeoutError):
     """A request body did not arrive within the body timeout (or room for it did not free up)."""
+
+
+class NoRoomError(BodyTimeoutError):
+    """No room in the body buffer for a body: not by its deadline, or (`at_once`) not waited for, because the
+    bodies already waiting for room would fill a buffer of their own."""
+
+    def __init__(self, message: str, *, at_once: bool) -> None:
+        super().__init__(message)
+        self.at_once = at_once
 
 
 class LimitedConnection(asyncio.BaseProtocol):
@@ -184,6 +193,8 @@ class ConnectionLimiter:
         self._by_handler: dict[object, Connection] = {}
         self._buffered = 0
         self._buffer_freed = asyncio.Event()
+        self.waiting_for_room = 0
+        """Bytes of the bodies waiting for room in the body buffer."""
         self.header_timeouts = 0
         """Connections closed because headers came too slowly (for tests and metrics)."""
         self.body_timeouts = 0
@@ -269,28 +280,40 @@ class ConnectionLimiter:
         finally:
             self.release_body(held)
 
-    def try_reserve_body(self, size: int) -> int | None:
+    def try_reserve_body(self, size: int, *, leave: int = 0) -> int | None:
         """Hold room for a body of `size` bytes in the body buffer now: the bytes held (give them back with
-        `release_body`), or None when it does not fit beside the bodies being read. A body larger than the whole
-        buffer gets the whole buffer, once no other is being read."""
+        `release_body`), or None when it does not fit beside the bodies being read without taking the last `leave`
+        bytes of the buffer. A body larger than that gets it, once no other is being read."""
         size = min(size, self.limits.body_buffer_mib * 2**20)
-        if self._buffered and self._buffered + size > self.limits.body_buffer_mib * 2**20:
+        if self._buffered and self._buffered + size > self.limits.body_buffer_mib * 2**20 - leave:
             return None
         self._buffered += size
         return size
 
-    async def reserve_body(self, size: int, deadline: float) -> int:
-        """`try_reserve_body`, waiting for room until `deadline` (BodyTimeoutError after it)."""
+    async def reserve_body(self, size: int, deadline: float, *, leave: int = 0, queue_limited: bool = False) -> int:
+        """`try_reserve_body`, waiting for room until `deadline` (then BodyTimeoutError). `queue_limited`: raise
+        NoRoomError instead, and at once when the bodies waiting for room already would fill the buffer."""
+        held = self.try_reserve_body(size, leave=leave)
+        if held is not None:
+            return held
+        buffer = self.limits.body_buffer_mib * 2**20
+        size = min(size, buffer)
+        if queue_limited and self.waiting_for_room + size > buffer:
+            raise NoRoomError(f"{self.waiting_for_room} bytes of request bodies wait for room already", at_once=True)
         loop = asyncio.get_running_loop()
-        while (held := self.try_reserve_body(size)) is None:
-            self._buffer_freed.clear()
-            try:
-                async with asyncio.timeout_at(deadline):
-                    await self._buffer_freed.wait()
-            except TimeoutError:
-                raise BodyTimeoutError("no room to read the body within the body timeout") from None
-            if loop.time() >= deadline:
-                raise BodyTimeoutError("no room to read the body within the body timeout")
+        self.waiting_for_room += size
+        try:
+            while (held := self.try_reserve_body(size, leave=leave)) is None:
+                if loop.time() >= deadline:
+                    if queue_limited:
+                        raise NoRoomError("no room to read the body in time", at_once=False)
+                    raise BodyTimeoutError("no room to read the body within the body timeout")
+                self._buffer_freed.clear()
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout_at(deadline):
+                        await self._buffer_freed.wait()
+        finally:
+            self.waiting_for_room -= size
         return held
 
     def release_body(self, held: int) -> None:
@@ -317,43 +340,6 @@ async def _readable(sock: socket.socket) -> None:
 
 LIMITER_KEY = web.AppKey("connection_limiter", ConnectionLimiter)
 """The app's ConnectionLimiter (set by `serve`)."""
-
-
-@contextlib.asynccontextmanager
-async def body_window(request: web.BaseRequest, size: int) -> AsyncIterator[None]:
-    """Room for a body of `size` bytes in the body buffer, and the body timeout around reading it (counted from
-    now, which is when the handler starts: right after the request's headers). BodyTimeoutError when room or the
-    body does not come in time. Without a limiter (the app not served by `serve`), no limits."""
-    limiter = request.app.get(LIMITER_KEY) if isinstance(request, web.Request) else None
-    if limiter is None:
-        yield
-        return
-    timeout = limiter.limits.body_timeout_s
-    deadline = asyncio.get_running_loop().time() + timeout
-    async with limiter.body_room(size, deadline):
-        try:
-            async with asyncio.timeout_at(deadline):
-                yield
-        except TimeoutError:
-            limiter.body_timeouts += 1
-            raise BodyTimeoutError(f"the request body did not arrive within {timeout:g} s") from None
-
-
-async def read_body(request: web.Request, limit: int) -> bytes:
-    """The request body within the body timeout and the body buffer: at most `limit` bytes, else
-    web.HTTPRequestEntityTooLarge (from Content-Length before reading, or once more than `limit` arrived)."""
-    length = request.content_length
-    if length is not None and length > limit:
-        raise web.HTTPRequestEntityTooLarge(max_size=limit, actual_size=length)
-    chunks: list[bytes] = []
-    received = 0
-    async with body_window(request, limit if length is None else length):
-        while chunk := await request.content.readany():
-            received += len(chunk)
-            if received > limit:
-                raise web.HTTPRequestEntityTooLarge(max_size=limit, actual_size=received)
-            chunks.append(chunk)
-    return b"".join(chunks)
 
 
 @web.middleware
@@ -587,11 +573,10 @@ __all__ = [
     "ConnectionLimiter",
     "LimitedConnection",
     "LimitedSite",
+    "NoRoomError",
     "accept_connections",
-    "body_window",
     "ensure_open_files",
     "keep_freed_memory_returnable",
     "listening_sockets",
-    "read_body",
     "serve",
 ]

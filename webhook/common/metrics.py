@@ -41,6 +41,19 @@ class Metrics:
         )
         set_(
             self,
+            "admission_busy",
+            Counter(
+                "ringroute_admission_busy_total",
+                "Admission requests answered busy (also counted as verdict busy), by endpoint and answer: denied "
+                "(read, but no worker thread free within admission.answerWithinS: HTTP 200, allowed false, code 429), "
+                "refused_at_once (the bodies waiting for room fill the body buffer: HTTP 429 with Retry-After), "
+                "refused_late (no room to read the body within admission.answerWithinS: HTTP 429).",
+                ["endpoint", "answer"],
+                registry=r,
+            ),
+        )
+        set_(
+            self,
             "admission_violations",
             Counter(
                 "ringroute_admission_violations_total",
@@ -199,6 +212,7 @@ class Metrics:
 
     admission_requests: Counter = field(init=False)
     admission_latency: Histogram = field(init=False)
+    admission_busy: Counter = field(init=False)
     admission_violations: Counter = field(init=False)
     configmap_creates: Counter = field(init=False)
     plans: Counter = field(init=False)

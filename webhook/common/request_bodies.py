@@ -1,0 +1,92 @@
+"""Reading request bodies within the limits of `webhook.common.http_server`: the body timeout, counted from the
+handler's start (right after the request's headers), and room in the server's body buffer.
+
+Without a limiter (an app not served by `http_server.serve`, as in unit tests), bodies are read without limits.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator
+
+from aiohttp import web
+
+from webhook.common.http_server import LIMITER_KEY, BodyTimeoutError
+
+
+@contextlib.asynccontextmanager
+async def body_window(request: web.BaseRequest, size: int) -> AsyncIterator[None]:
+    """Room for a body of `size` bytes in the body buffer, and the body timeout around reading it (counted from
+    now, which is when the handler starts: right after the request's headers). BodyTimeoutError when room or the
+    body does not come in time. Without a limiter (the app not served by `serve`), no limits."""
+    limiter = request.app.get(LIMITER_KEY) if isinstance(request, web.Request) else None
+    if limiter is None:
+        yield
+        return
+    timeout = limiter.limits.body_timeout_s
+    deadline = asyncio.get_running_loop().time() + timeout
+    async with limiter.body_room(size, deadline):
+        try:
+            async with asyncio.timeout_at(deadline):
+                yield
+        except TimeoutError:
+            limiter.body_timeouts += 1
+            raise BodyTimeoutError(f"the request body did not arrive within {timeout:g} s") from None
+
+
+async def read_body(request: web.Request, limit: int) -> bytes:
+    """The request body within the body timeout and the body buffer: at most `limit` bytes, else
+    web.HTTPRequestEntityTooLarge (from Content-Length before reading, or once more than `limit` arrived)."""
+    length = _declared_length(request, limit)
+    async with body_window(request, limit if length is None else length):
+        return await _read_at_most(request, limit)
+
+
+@contextlib.asynccontextmanager
+async def held_body(request: web.Request, limit: int, *, room_by: float, leave: int = 0) -> AsyncIterator[bytes]:
+    """The request body as `read_body` reads it, its room in the body buffer held until the block ends: bodies
+    waiting for their answer count against the buffer as bodies being read do. Room is waited for until `room_by`
+    (or the body timeout, if sooner) behind at most a buffer of other waiting bodies, and is never the last `leave`
+    bytes of the buffer unless it is empty (kept for other requests): NoRoomError when there is none."""
+    length = _declared_length(request, limit)
+    limiter = request.app.get(LIMITER_KEY)
+    if limiter is None:
+        yield await _read_at_most(request, limit)
+        return
+    timeout = limiter.limits.body_timeout_s
+    deadline = asyncio.get_running_loop().time() + timeout
+    size = limit if length is None else length
+    held = await limiter.reserve_body(size, min(room_by, deadline), leave=leave, queue_limited=True)
+    try:
+        try:
+            async with asyncio.timeout_at(deadline):
+                body = await _read_at_most(request, limit)
+        except TimeoutError:
+            limiter.body_timeouts += 1
+            raise BodyTimeoutError(f"the request body did not arrive within {timeout:g} s") from None
+        yield body
+    finally:
+        limiter.release_body(held)
+
+
+def _declared_length(request: web.Request, limit: int) -> int | None:
+    """The request's Content-Length (None without one); web.HTTPRequestEntityTooLarge when over `limit`."""
+    length = request.content_length
+    if length is not None and length > limit:
+        raise web.HTTPRequestEntityTooLarge(max_size=limit, actual_size=length)
+    return length
+
+
+async def _read_at_most(request: web.Request, limit: int) -> bytes:
+    chunks: list[bytes] = []
+    received = 0
+    while chunk := await request.content.readany():
+        received += len(chunk)
+        if received > limit:
+            raise web.HTTPRequestEntityTooLarge(max_size=limit, actual_size=received)
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+__all__ = ["body_window", "held_body", "read_body"]
