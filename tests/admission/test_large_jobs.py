@@ -128,7 +128,9 @@ def blocked_large_requests(monkeypatch: pytest.MonkeyPatch) -> threading.Event:
     release = threading.Event()
     answer = server.AdmissionHandlers.answer
 
-    def slow(self: server.AdmissionHandlers, endpoint: server.Endpoint, body: bytes) -> tuple[int, bytes, str]:
+    def slow(
+        self: server.AdmissionHandlers, endpoint: server.Endpoint, body: bytes | bytearray
+    ) -> tuple[int, bytes, str]:
         if len(body) > server.INLINE_MAX_BYTES:
             assert threading.current_thread() is not threading.main_thread(), "large requests run off the loop"
             release.wait(30)

@@ -35,7 +35,7 @@ from webhook.admission.review import (
     StatusCause,
     parse_review,
 )
-from webhook.common.http_server import NoRoomError
+from webhook.common.http_server import BusyError
 from webhook.common.metrics import Metrics
 from webhook.common.names import ADMISSION_REVIEW_API_VERSION, JOBS_PLURAL, RING_LABEL, VOLCANO_BATCH_GROUP
 from webhook.common.request_bodies import held_body, read_body
@@ -75,6 +75,13 @@ def _problem(status: int, message: str) -> web.Response:
     body = {"kind": "Status", "apiVersion": "v1", "status": "Failure", "code": status, "reason": reason}
     body["message"] = message
     return _json_response(body, status)
+
+
+def _bad_review(exc: BadReviewError) -> tuple[int, bytes, str]:
+    """The answer to a body that is not an AdmissionReview: HTTP 400 naming the field."""
+    problem = _problem(400, str(exc))
+    assert isinstance(problem.body, bytes)
+    return 400, problem.body, "bad_request"
 
 
 def _closing(response: web.Response) -> web.Response:
@@ -148,9 +155,9 @@ class AdmissionHandlers:
                     status, payload, verdict = await self._answer_large(request, endpoint, deadline, started)
             except web.HTTPRequestEntityTooLarge:
                 return _closing(_problem(413, f"request body exceeds the limit of {MAX_BODY_BYTES} bytes"))
-            except NoRoomError as exc:
+            except BusyError as exc:
                 verdict = "busy"
-                return self._no_room(request, endpoint, exc)
+                return self._unread_busy(request, endpoint, exc)
             return web.Response(body=payload, status=status, content_type="application/json")
         finally:
             self.metrics.admission_requests.labels(endpoint, verdict).inc()
@@ -161,7 +168,7 @@ class AdmissionHandlers:
     ) -> tuple[int, bytes, str]:
         """A large request's answer: its body read when there is room for it, checked when a worker thread is free,
         or busy when either comes too late; the body's room is held until then."""
-        async with held_body(request, MAX_BODY_BYTES, room_by=deadline, leave=SMALL_BODY_ROOM) as body:
+        async with held_body(request, MAX_BODY_BYTES, answer_by=deadline, leave=SMALL_BODY_ROOM) as body:
             if len(body) <= INLINE_MAX_BYTES:  # no Content-Length, and small after all
                 return self.answer(endpoint, body)
             ahead = self.large.ahead
@@ -171,14 +178,12 @@ class AdmissionHandlers:
             self.metrics.admission_busy.labels(endpoint, "denied").inc()
             return self._busy(body, endpoint, ahead, time.perf_counter() - started)
 
-    def answer(self, endpoint: Endpoint, body: bytes) -> tuple[int, bytes, str]:
+    def answer(self, endpoint: Endpoint, body: bytes | bytearray) -> tuple[int, bytes, str]:
         """(HTTP status, JSON body, metrics verdict) of one request body; runs on the loop or in the worker."""
         try:
             review = parse_review(body)
         except BadReviewError as exc:
-            problem = _problem(400, str(exc))
-            assert isinstance(problem.body, bytes)
-            return 400, problem.body, "bad_request"
+            return _bad_review(exc)
         admission = review["request"]
         uid = admission["uid"]
         if not _is_labelled_job(admission):
@@ -189,7 +194,7 @@ class AdmissionHandlers:
         answer, verdict = work(admission, at_most)
         return 200, orjson.dumps(_review(uid, answer)), verdict
 
-    def _busy(self, body: bytes, endpoint: Endpoint, ahead: int, waited_s: float) -> tuple[int, bytes, str]:
+    def _busy(self, body: bytes | bytearray, endpoint: Endpoint, ahead: int, waited_s: float) -> tuple[int, bytes, str]:
         """The busy denial of a request that got no turn in time: HTTP 200, `allowed: false`, code 429 with
         `retryAfterSeconds`, which the API server hands on to the client as a 429 with Retry-After (kubectl and
         client-go then retry by themselves)."""
@@ -200,9 +205,7 @@ class AdmissionHandlers:
             try:
                 uid = parse_review(body)["request"]["uid"]
             except BadReviewError as exc:
-                problem = _problem(400, str(exc))
-                assert isinstance(problem.body, bytes)
-                return 400, problem.body, "bad_request"
+                return _bad_review(exc)
         within = self.settings.admission.answer_within_s
         log.warning("event=admission_busy endpoint=%s uid=%s ahead=%d waited_s=%.2f", endpoint, uid, ahead, waited_s)
         status: Status = {
@@ -215,8 +218,8 @@ class AdmissionHandlers:
         }
         return 200, orjson.dumps(_review(uid, {"allowed": False, "status": status})), "busy"
 
-    def _no_room(self, request: web.Request, endpoint: Endpoint, exc: NoRoomError) -> web.Response:
-        """HTTP 429 for a request whose body there was no room to read: the API server applies the webhook's failure
+    def _unread_busy(self, request: web.Request, endpoint: Endpoint, exc: BusyError) -> web.Response:
+        """HTTP 429 for a request whose body could not be read in time: the API server applies the webhook's failure
         policy (ringroute's: Fail) with this message; refused at once, it retries first (Retry-After)."""
         self.metrics.admission_busy.labels(endpoint, "refused_at_once" if exc.at_once else "refused_late").inc()
         log.warning(
@@ -233,7 +236,7 @@ class AdmissionHandlers:
         else:
             within = self.settings.admission.answer_within_s
             message = (
-                f"ringroute is busy: no room to read this {request.content_length}-byte request within {within:g} s "
+                f"ringroute is busy: it could not read this {request.content_length}-byte request within {within:g} s "
                 "(admission.answerWithinS); retry in a few seconds"
             )
         body = {"kind": "Status", "apiVersion": "v1", "status": "Failure", "code": 429, "reason": "TooManyRequests"}

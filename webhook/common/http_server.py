@@ -43,6 +43,18 @@ CONNECTING, IDLE, HEADERS, BUSY = "connecting", "idle", "headers", "busy"
 """A connection's states: in its TLS handshake; waiting for a request; reading a request's headers; in a handler."""
 
 
+LINGER_S = 2.0
+"""After refusing a request whose rest is still coming, its bytes are read and dropped for up to LINGER_S (and a
+number of bytes) before the connection is closed: closing a socket with unread input makes the kernel reset the
+connection, and the client may then lose the answer that says why (Go's servers and nginx linger the same way)."""
+LINGER_BYTES = 256 * 2**10
+"""How much a connection here drops while it lingers: over TLS every byte is decrypted first, and a client has its
+answer long before (Go's HTTP server drops as much of a body its handler left unread)."""
+
+FRESH_GRACE_S = 1.0
+"""A connection that has not sent a request yet may be closed to make room only once it is this old: its request
+may be on its way still unread (a flood of requests keeps the loop busy), and an idle one is as old soon enough."""
+
 _EVICTION_RETRY_S = 0.2
 """At the cap with no connection evictable, how often to look again while a client waits in the backlog."""
 
@@ -54,9 +66,9 @@ class BodyTimeoutError(TimeoutError):
     """A request body did not arrive within the body timeout (or room for it did not free up)."""
 
 
-class NoRoomError(BodyTimeoutError):
-    """No room in the body buffer for a body: not by its deadline, or (`at_once`) not waited for, because the
-    bodies already waiting for room would fill a buffer of their own."""
+class BusyError(BodyTimeoutError):
+    """Too busy to take a request body in time: no room in the body buffer, or the body not read, by its deadline;
+    or (`at_once`) refused without waiting, because the bodies already waiting for room would fill a buffer."""
 
     def __init__(self, message: str, *, at_once: bool) -> None:
         super().__init__(message)
@@ -118,8 +130,10 @@ class Connection(LimitedConnection, asyncio.Protocol):
         self.request: web.BaseRequest | None = None
         """The request being handled: bytes that arrive before its body is complete are body, not a next request."""
         self.close_when_sent = False
-        """The response closes the connection: close it as soon as it is sent, instead of letting aiohttp read
-        (for up to 10 s) the rest of a body that was refused or came too slowly."""
+        """The response closes the connection: once it is sent, linger (LINGER_S, LINGER_BYTES) and close,
+        instead of letting aiohttp read (for up to 10 s) the rest of a body that was refused or came too slowly."""
+        self.lingering = -1
+        """Bytes dropped since the response that closes the connection was sent (-1: not lingering)."""
         self.released = False
 
     # -- asyncio.Protocol ------------------------------------------------------------------------------------------
@@ -133,6 +147,11 @@ class Connection(LimitedConnection, asyncio.Protocol):
         self._arm()
 
     def data_received(self, data: bytes) -> None:
+        if self.lingering >= 0:
+            self.lingering += len(data)
+            if self.lingering > LINGER_BYTES:
+                self._close("linger_limit")
+            return
         if self.state == IDLE and data:
             self.limiter.busy(self, HEADERS)
             self._arm()
@@ -141,6 +160,8 @@ class Connection(LimitedConnection, asyncio.Protocol):
         self.inner.data_received(data)
 
     def eof_received(self) -> bool | None:
+        if self.lingering >= 0:
+            return False  # the client has read the answer and is done sending: close
         return self.inner.eof_received()
 
     def connection_lost(self, exc: Exception | None) -> None:
@@ -168,7 +189,11 @@ class Connection(LimitedConnection, asyncio.Protocol):
         if self.transport is None or self.transport.is_closing() or self.released:
             return
         if self.close_when_sent:
-            self.transport.close()  # after what is buffered (the response) is written
+            # Drop what the client still sends for a moment, so that the kernel does not reset the connection
+            # (losing the response) as it would when closing it with input unread.
+            self.lingering = 0
+            self.transport.resume_reading()
+            self.arm(LINGER_S, lambda: self._close("linger_timeout"))
             return
         self.limiter.idle(self)
         if self.pending:  # the next request's bytes are here already: its headers are due
@@ -178,6 +203,13 @@ class Connection(LimitedConnection, asyncio.Protocol):
     def _arm(self) -> None:
         self.arm(self.limiter.limits.header_timeout_s, self.headers_late)
 
+    def _close(self, why: str) -> None:
+        """Close after what is buffered (the response) is written."""
+        self.disarm()
+        if self.transport is not None and not self.transport.is_closing():
+            log.debug("event=connection_closed reason=%s", why)
+            self.transport.close()
+
 
 class ConnectionLimiter:
     """The connections of one server: their count against the cap, who is idle, and the body buffer."""
@@ -185,8 +217,8 @@ class ConnectionLimiter:
     def __init__(self, limits: ServerLimits) -> None:
         self.limits = limits
         self.open = 0
-        self._idle: OrderedDict[LimitedConnection, None] = OrderedDict()
-        """Idle connections, longest idle first."""
+        self._idle: OrderedDict[LimitedConnection, float] = OrderedDict()
+        """Idle connections and since when (loop time), longest idle first."""
         self._fresh: set[LimitedConnection] = set()
         """Connections that have not started a request yet."""
         self._changed = asyncio.Event()
@@ -228,7 +260,7 @@ class ConnectionLimiter:
 
     def idle(self, conn: LimitedConnection) -> None:
         conn.state = IDLE
-        self._idle[conn] = None
+        self._idle[conn] = asyncio.get_running_loop().time()
         self._idle.move_to_end(conn)
         self._changed.set()
 
@@ -247,8 +279,12 @@ class ConnectionLimiter:
         return self._by_handler.get(request.protocol)
 
     def evict_one(self) -> bool:
-        """Close the connection idle longest; False when none is idle."""
-        for conn in self._idle:
+        """Close the connection idle longest (one without a request yet once FRESH_GRACE_S old); False when none
+        is."""
+        now = asyncio.get_running_loop().time()
+        for conn, since in self._idle.items():
+            if conn in self._fresh and now - since < FRESH_GRACE_S:
+                continue
             if conn.evictable():
                 self.evictions += 1
                 conn.abort("evicted_at_connection_cap")
@@ -292,21 +328,21 @@ class ConnectionLimiter:
 
     async def reserve_body(self, size: int, deadline: float, *, leave: int = 0, queue_limited: bool = False) -> int:
         """`try_reserve_body`, waiting for room until `deadline` (then BodyTimeoutError). `queue_limited`: raise
-        NoRoomError instead, and at once when the bodies waiting for room already would fill the buffer."""
+        BusyError instead, and at once when the bodies waiting for room already would fill the buffer."""
         held = self.try_reserve_body(size, leave=leave)
         if held is not None:
             return held
         buffer = self.limits.body_buffer_mib * 2**20
         size = min(size, buffer)
         if queue_limited and self.waiting_for_room + size > buffer:
-            raise NoRoomError(f"{self.waiting_for_room} bytes of request bodies wait for room already", at_once=True)
+            raise BusyError(f"{self.waiting_for_room} bytes of request bodies wait for room already", at_once=True)
         loop = asyncio.get_running_loop()
         self.waiting_for_room += size
         try:
             while (held := self.try_reserve_body(size, leave=leave)) is None:
                 if loop.time() >= deadline:
                     if queue_limited:
-                        raise NoRoomError("no room to read the body in time", at_once=False)
+                        raise BusyError("no room to read the body in time", at_once=False)
                     raise BodyTimeoutError("no room to read the body within the body timeout")
                 self._buffer_freed.clear()
                 with contextlib.suppress(TimeoutError):
@@ -573,7 +609,7 @@ __all__ = [
     "ConnectionLimiter",
     "LimitedConnection",
     "LimitedSite",
-    "NoRoomError",
+    "BusyError",
     "accept_connections",
     "ensure_open_files",
     "keep_freed_memory_returnable",

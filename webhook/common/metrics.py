@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, ProcessCollector
 
-_LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5)
+_LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 
 
 @dataclass(frozen=True)
@@ -47,7 +47,7 @@ class Metrics:
                 "Admission requests answered busy (also counted as verdict busy), by endpoint and answer: denied "
                 "(read, but no worker thread free within admission.answerWithinS: HTTP 200, allowed false, code 429), "
                 "refused_at_once (the bodies waiting for room fill the body buffer: HTTP 429 with Retry-After), "
-                "refused_late (no room to read the body within admission.answerWithinS: HTTP 429).",
+                "refused_late (its body not read within admission.answerWithinS: HTTP 429).",
                 ["endpoint", "answer"],
                 registry=r,
             ),

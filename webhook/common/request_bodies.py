@@ -12,7 +12,7 @@ from collections.abc import AsyncIterator
 
 from aiohttp import web
 
-from webhook.common.http_server import LIMITER_KEY, BodyTimeoutError
+from webhook.common.http_server import LIMITER_KEY, BodyTimeoutError, BusyError
 
 
 @contextlib.asynccontextmanager
@@ -35,7 +35,7 @@ async def body_window(request: web.BaseRequest, size: int) -> AsyncIterator[None
             raise BodyTimeoutError(f"the request body did not arrive within {timeout:g} s") from None
 
 
-async def read_body(request: web.Request, limit: int) -> bytes:
+async def read_body(request: web.Request, limit: int) -> bytes | bytearray:
     """The request body within the body timeout and the body buffer: at most `limit` bytes, else
     web.HTTPRequestEntityTooLarge (from Content-Length before reading, or once more than `limit` arrived)."""
     length = _declared_length(request, limit)
@@ -44,27 +44,32 @@ async def read_body(request: web.Request, limit: int) -> bytes:
 
 
 @contextlib.asynccontextmanager
-async def held_body(request: web.Request, limit: int, *, room_by: float, leave: int = 0) -> AsyncIterator[bytes]:
+async def held_body(
+    request: web.Request, limit: int, *, answer_by: float, leave: int = 0
+) -> AsyncIterator[bytes | bytearray]:
     """The request body as `read_body` reads it, its room in the body buffer held until the block ends: bodies
-    waiting for their answer count against the buffer as bodies being read do. Room is waited for until `room_by`
-    (or the body timeout, if sooner) behind at most a buffer of other waiting bodies, and is never the last `leave`
-    bytes of the buffer unless it is empty (kept for other requests): NoRoomError when there is none."""
+    waiting for their answer count against the buffer as bodies being read do. The room and the body must come by
+    `answer_by` (loop time), or the body timeout if sooner; room is waited for behind at most a buffer of other
+    waiting bodies, and is never the last `leave` bytes of the buffer unless it is empty (kept for other requests).
+    BusyError when there is no room in time, BodyTimeoutError when the body is late."""
     length = _declared_length(request, limit)
     limiter = request.app.get(LIMITER_KEY)
     if limiter is None:
         yield await _read_at_most(request, limit)
         return
-    timeout = limiter.limits.body_timeout_s
-    deadline = asyncio.get_running_loop().time() + timeout
+    now = asyncio.get_running_loop().time()
+    deadline = min(answer_by, now + limiter.limits.body_timeout_s)
     size = limit if length is None else length
-    held = await limiter.reserve_body(size, min(room_by, deadline), leave=leave, queue_limited=True)
+    held = await limiter.reserve_body(size, deadline, leave=leave, queue_limited=True)
     try:
         try:
             async with asyncio.timeout_at(deadline):
                 body = await _read_at_most(request, limit)
         except TimeoutError:
+            if deadline == answer_by:
+                raise BusyError("the body was not read in time", at_once=False) from None
             limiter.body_timeouts += 1
-            raise BodyTimeoutError(f"the request body did not arrive within {timeout:g} s") from None
+            raise BodyTimeoutError(f"the request body did not arrive within {deadline - now:.3g} s") from None
         yield body
     finally:
         limiter.release_body(held)
@@ -78,7 +83,21 @@ def _declared_length(request: web.Request, limit: int) -> int | None:
     return length
 
 
-async def _read_at_most(request: web.Request, limit: int) -> bytes:
+async def _read_at_most(request: web.Request, limit: int) -> bytes | bytearray:
+    """The body, at most `limit` bytes; with a Content-Length, into one buffer of that size (joining chunks would
+    hold the body twice at its end)."""
+    length = request.content_length
+    if length is not None:
+        body = bytearray(length)
+        filled = 0
+        with memoryview(body) as view:
+            while chunk := await request.content.readany():
+                if filled + len(chunk) > length:  # aiohttp reads no more than Content-Length
+                    raise web.HTTPRequestEntityTooLarge(max_size=limit, actual_size=filled + len(chunk))
+                view[filled : filled + len(chunk)] = chunk
+                filled += len(chunk)
+        del body[filled:]  # the body ended early: what came is what there is
+        return body
     chunks: list[bytes] = []
     received = 0
     while chunk := await request.content.readany():
