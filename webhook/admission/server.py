@@ -230,7 +230,7 @@ class AdmissionHandlers:
         )
         if exc.at_once:
             message = (
-                "ringroute is busy: the request bodies waiting to be read fill its body buffer "
+                "ringroute is busy: more request bodies wait to be read than it could read in time "
                 f"(admission.server.bodyBufferMib); retry in {RETRY_AFTER_S} s"
             )
         else:

@@ -55,6 +55,12 @@ FRESH_GRACE_S = 1.0
 """A connection that has not sent a request yet may be closed to make room only once it is this old: its request
 may be on its way still unread (a flood of requests keeps the loop busy), and an idle one is as old soon enough."""
 
+ROOM_QUEUE_BUFFERS = 4
+"""Bodies wait for room in the body buffer (`queue_limited`) behind at most this many buffers of other waiting
+bodies; a body beyond is refused at once. Waiting bodies are not in memory yet: the bound frees a flood's
+connections at once, where their wait could not end in time (bodies are read and checked at about 100 MiB/s, so
+four buffers of 64 MiB take about the webhook timeout to drain)."""
+
 _EVICTION_RETRY_S = 0.2
 """At the cap with no connection evictable, how often to look again while a client waits in the backlog."""
 
@@ -68,7 +74,7 @@ class BodyTimeoutError(TimeoutError):
 
 class BusyError(BodyTimeoutError):
     """Too busy to take a request body in time: no room in the body buffer, or the body not read, by its deadline;
-    or (`at_once`) refused without waiting, because the bodies already waiting for room would fill a buffer."""
+    or (`at_once`) refused without waiting, as more bodies wait for room than could be read in time."""
 
     def __init__(self, message: str, *, at_once: bool) -> None:
         super().__init__(message)
@@ -328,13 +334,13 @@ class ConnectionLimiter:
 
     async def reserve_body(self, size: int, deadline: float, *, leave: int = 0, queue_limited: bool = False) -> int:
         """`try_reserve_body`, waiting for room until `deadline` (then BodyTimeoutError). `queue_limited`: raise
-        BusyError instead, and at once when the bodies waiting for room already would fill the buffer."""
+        BusyError instead, and at once when the bodies waiting for room would fill ROOM_QUEUE_BUFFERS buffers."""
         held = self.try_reserve_body(size, leave=leave)
         if held is not None:
             return held
         buffer = self.limits.body_buffer_mib * 2**20
         size = min(size, buffer)
-        if queue_limited and self.waiting_for_room + size > buffer:
+        if queue_limited and self.waiting_for_room + size > ROOM_QUEUE_BUFFERS * buffer:
             raise BusyError(f"{self.waiting_for_room} bytes of request bodies wait for room already", at_once=True)
         loop = asyncio.get_running_loop()
         self.waiting_for_room += size
