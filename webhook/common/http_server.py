@@ -373,11 +373,12 @@ async def _readable(sock: socket.socket) -> None:
         if not ready.done():
             ready.set_result(None)
 
-    loop.add_reader(sock.fileno(), wake)
+    fd = sock.fileno()
+    loop.add_reader(fd, wake)
     try:
         await ready
     finally:
-        loop.remove_reader(sock.fileno())
+        loop.remove_reader(fd)  # by number: a server that stops at its cap has closed the socket already
 
 
 LIMITER_KEY = web.AppKey("connection_limiter", ConnectionLimiter)
