@@ -13,11 +13,11 @@ its target and pass/fail, then a summary:
 - `admission_while_extender_scores`: /jobs/mutate at concurrency 10 for 5 s while prioritize calls of 20,000
   compact nodes run back to back against the extender (target p99 <= 300 ms, no errors);
 - `flood_7mib_bodies`: 2,000 POST /jobs/validate at once, each an UPDATE review of just under 7 MiB (the largest
-  body admission reads), against a fresh server: every one answered (an admission verdict or HTTP 429; no
-  connection left without an answer) within the webhook timeout of 5 s (target: the slowest answer), the server's
-  peak RSS growth (target <= 500 MB: asyncio's TLS buffers of the connections at their cap, up to 0.77 MiB each
-  with a body arriving, the body buffer, one review being checked), and
-  meanwhile small reviews on new connections.
+  body admission reads), against a fresh server: how each ended for the client (an admission verdict, HTTP 429, the
+  connection closed without an answer, none within 30 s) and when; the share the server answered more than 5 s
+  (the webhook timeout) after their headers (target <= 1 %; at least 95 % answered, every one within 30 s); the
+  server's peak RSS growth (target <= 500 MB: asyncio's TLS buffers of the connections at their cap, up to 0.77 MiB
+  each with a body arriving, the body buffer, one review being checked); small reviews on new connections meanwhile.
 """
 
 from __future__ import annotations
@@ -55,7 +55,7 @@ TARGETS = {
     "idle_tls_connections/new_request": ("new_request_s", 2.0),
     "extender_300mib_body": ("peak_rss_growth_mb", 64.0),
     "admission_while_extender_scores": ("p99_ms", 300.0),
-    "flood_7mib_bodies": ("server_slowest_answer_s", 5.0),
+    "flood_7mib_bodies": ("server_answered_late", 0.01),
     "flood_7mib_bodies/memory": ("peak_rss_growth_mb", 500.0),
 }
 MB = 1024 * 1024
@@ -352,7 +352,7 @@ async def flood_7mib_bodies(port: int, pid: int, context: ssl.SSLContext, count:
         asked = time.perf_counter()
         try:
             status, _ = await post(port, context, "/jobs/validate", small)
-        except (OSError, TimeoutError, ssl.SSLError):
+        except (OSError, TimeoutError, ssl.SSLError, IndexError):  # IndexError: closed before an answer
             status = 0
         small_seconds.append(round(time.perf_counter() - asked, 3) if status == 200 else None)
     results = await asyncio.gather(*flood)
@@ -373,7 +373,8 @@ async def flood_7mib_bodies(port: int, pid: int, context: ssl.SSLContext, count:
         "answered": answered,
         # Counted by the server from each request's headers to its answer (small reviews included).
         "server_answered": int(latencies["+Inf"]),
-        "server_slowest_answer_s": min(
+        "server_answered_late": round(1 - latencies["5.0"] / max(latencies["+Inf"], 1), 4),
+        "server_slowest_answer_within_s": min(
             (float(le) for le, n in latencies.items() if n == latencies["+Inf"]), default=0.0
         ),
         "client_p50_s": round(seconds[len(seconds) // 2], 2),
