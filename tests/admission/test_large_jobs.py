@@ -1,5 +1,5 @@
 """Large jobs: the patch grows with distinct templates, not tasks; a job too large to admit is denied with its size
-and the limit; large requests are checked off the event loop, a bounded number at a time."""
+and the limit; large requests are checked off the event loop, waiting for their turn until their deadline."""
 
 from __future__ import annotations
 

@@ -46,7 +46,7 @@ class Metrics:
                 "ringroute_admission_busy_total",
                 "Admission requests answered busy (also counted as verdict busy), by endpoint and answer: denied "
                 "(read, but no worker thread free within admission.answerWithinS: HTTP 200, allowed false, code 429), "
-                "refused_at_once (the bodies waiting for room fill the body buffer: HTTP 429 with Retry-After), "
+                "refused_at_once (more bodies wait for room than could be read in time: HTTP 429 with Retry-After), "
                 "refused_late (its body not read within admission.answerWithinS: HTTP 429).",
                 ["endpoint", "answer"],
                 registry=r,
