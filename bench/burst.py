@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import base64
 import contextlib
 import copy
 import os
@@ -48,7 +47,7 @@ sys.path.insert(0, str(ROOT))
 from bench._common import emit, stop_process_group  # noqa: E402
 from bench.webhook import client_context, free_port, server_cpu_seconds, wait_ready  # noqa: E402
 from certs import generate_bundle  # noqa: E402
-from emulation.admission import admission_review  # noqa: E402
+from emulation.admission import admission_review, local_webhooks  # noqa: E402
 
 SEED = 24
 REVIEWS = 200
@@ -423,17 +422,7 @@ def webhook_configurations(port: int, ca_pem: bytes, namespace: str) -> list[dic
     """The shipped webhook configurations (manifests/base/webhooks.yaml) for `namespace` only, calling the server
     on loopback."""
     documents = [d for d in yaml.safe_load_all((ROOT / "manifests" / "base" / "webhooks.yaml").read_text()) if d]
-    for document in documents:
-        document["metadata"] = {"name": f"ringroute-{namespace}"}
-        for hook in document["webhooks"]:
-            path = hook["clientConfig"]["service"]["path"]
-            hook["clientConfig"] = {
-                "url": f"https://127.0.0.1:{port}{path}",
-                "caBundle": base64.b64encode(ca_pem).decode(),
-            }
-            only = {"key": "kubernetes.io/metadata.name", "operator": "In", "values": [namespace]}
-            hook["namespaceSelector"] = {"matchExpressions": [only]}
-    return documents
+    return [local_webhooks(document, port, ca_pem, namespace) for document in documents]
 
 
 def kubectl(

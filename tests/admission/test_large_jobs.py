@@ -8,14 +8,14 @@ import base64
 import copy
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import orjson
 import pytest
 
-from tests.support.admission import Service, apply_ops, bare_job, mutate, review, start
-from webhook.admission import server
+from tests.support.admission import Service, apply_ops, bare_job, hold_large_answers, mutate, review, start
 from webhook.admission.jobview import read_job
 from webhook.admission.mutation import COPY_BUDGET_BYTES, plan_create
 from webhook.admission.policy import judge
@@ -123,21 +123,11 @@ async def test_the_server_denies_an_oversized_job_on_both_endpoints(service: Ser
 
 
 @pytest.fixture
-def blocked_large_requests(monkeypatch: pytest.MonkeyPatch) -> threading.Event:
+def blocked_large_requests(monkeypatch: pytest.MonkeyPatch) -> Iterator[threading.Event]:
     """Large requests wait in the worker thread until the returned event is set."""
-    release = threading.Event()
-    answer = server.AdmissionHandlers.answer
-
-    def slow(
-        self: server.AdmissionHandlers, endpoint: server.Endpoint, body: bytes | bytearray
-    ) -> tuple[int, bytes, str]:
-        if len(body) > server.INLINE_MAX_BYTES:
-            assert threading.current_thread() is not threading.main_thread(), "large requests run off the loop"
-            release.wait(30)
-        return answer(self, endpoint, body)
-
-    monkeypatch.setattr(server.AdmissionHandlers, "answer", slow)
-    return release
+    release = hold_large_answers(monkeypatch)
+    yield release
+    release.set()
 
 
 async def test_a_large_request_being_checked_does_not_hold_up_a_small_one(

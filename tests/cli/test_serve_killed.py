@@ -13,6 +13,7 @@ from pathlib import Path
 
 from emulation.apiserver import FakeApiServer
 from tests.support.processes import descendants, kill_all, left_after_kill, running
+from tests.support.whatif import write_kubeconfig
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -24,16 +25,6 @@ def free_port() -> int:
         return port
 
 
-def kubeconfig(path: Path, server: str) -> Path:
-    path.write_text(
-        "apiVersion: v1\nkind: Config\ncurrent-context: fake\n"
-        f"clusters: [{{name: fake, cluster: {{server: '{server}'}}}}]\n"
-        "users: [{name: fake, user: {token: fake-token}}]\n"
-        "contexts: [{name: fake, context: {cluster: fake, user: fake}}]\n"
-    )
-    return path
-
-
 async def test_kill_9_of_serve_with_two_workers_the_controller_and_the_extender_leaves_no_process(
     tls_material: Path, tmp_path: Path
 ) -> None:
@@ -41,7 +32,7 @@ async def test_kill_9_of_serve_with_two_workers_the_controller_and_the_extender_
         log = tmp_path / "serve.log"
         command = [
             sys.executable, "-m", "webhook", "serve", "--listen", f"127.0.0.1:{free_port()}",
-            "--cert-dir", str(tls_material), "--kubeconfig", str(kubeconfig(tmp_path / "kubeconfig", server.url)),
+            "--cert-dir", str(tls_material), "--kubeconfig", str(write_kubeconfig(tmp_path / "kubeconfig", server.url)),
             "--extender-listen", f"127.0.0.1:{free_port()}", "--workers", "2",
         ]  # fmt: skip
         env = {k: v for k, v in os.environ.items() if k != "KUBERNETES_SERVICE_HOST"}

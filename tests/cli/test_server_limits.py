@@ -19,8 +19,7 @@ from typing import Any
 import orjson
 import pytest
 
-from tests.support.admission import load_example, review
-from webhook.admission.server import INLINE_MAX_BYTES, AdmissionHandlers, Endpoint
+from tests.support.admission import hold_large_answers, load_example, review
 from webhook.cli.serve import ServeOptions, run_extender, run_worker
 
 MIB = 1 << 20
@@ -336,15 +335,7 @@ async def test_idle_connections_are_closed_after_the_keep_alive_timeout_and_not_
 @pytest.fixture
 def large_answers_wait(monkeypatch: pytest.MonkeyPatch) -> Iterator[threading.Event]:
     """Large requests wait in the worker thread until the returned event is set."""
-    release = threading.Event()
-    answer = AdmissionHandlers.answer
-
-    def slow(self: AdmissionHandlers, endpoint: Endpoint, body: bytes | bytearray) -> tuple[int, bytes, str]:
-        if len(body) > INLINE_MAX_BYTES:
-            release.wait(30)
-        return answer(self, endpoint, body)
-
-    monkeypatch.setattr(AdmissionHandlers, "answer", slow)
+    release = hold_large_answers(monkeypatch)
     yield release
     release.set()
 

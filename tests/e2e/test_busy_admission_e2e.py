@@ -5,22 +5,17 @@ ringroute's message, while the review being checked is answered."""
 from __future__ import annotations
 
 import asyncio
-import tempfile
 import threading
 import uuid
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import orjson
 import pytest
-from aiohttp import web
 
-from certs import ServingCertificates, generate_bundle
 from tests.e2e.conftest import KUBECONFIG
-from tests.e2e.webhooks import registered_webhooks
-from tests.support.admission import load_example
-from webhook.admission.server import INLINE_MAX_BYTES, AdmissionHandlers, Endpoint, admission_app
+from tests.e2e.webhooks import serving_admission
+from tests.support.admission import hold_large_answers, load_example
 from webhook.common.metrics import Metrics
 from webhook.common.settings import AdmissionSettings, Settings
 from webhook.kube.client import JOBS, KubeRepository, connect
@@ -31,15 +26,7 @@ pytestmark = pytest.mark.e2e
 @pytest.fixture
 def large_answers_wait(monkeypatch: pytest.MonkeyPatch) -> Iterator[threading.Event]:
     """Large reviews wait in the worker thread until the returned event is set."""
-    release = threading.Event()
-    answer = AdmissionHandlers.answer
-
-    def slow(self: AdmissionHandlers, endpoint: Endpoint, body: bytes | bytearray) -> tuple[int, bytes, str]:
-        if len(body) > INLINE_MAX_BYTES:
-            release.wait(30)
-        return answer(self, endpoint, body)
-
-    monkeypatch.setattr(AdmissionHandlers, "answer", slow)
+    release = hold_large_answers(monkeypatch)
     yield release
     release.set()
 
@@ -61,51 +48,31 @@ async def test_a_review_still_waiting_at_its_deadline_reaches_the_client_as_429_
     repo = KubeRepository(api, Metrics())
     namespace = f"rr-busy-{uuid.uuid4().hex[:8]}"
     await repo._call("create namespace", "POST", "/api/v1/namespaces", body={"metadata": {"name": namespace}})
+    settings = Settings(admission=AdmissionSettings(answer_within_s=0.5))
     try:
-        with tempfile.TemporaryDirectory() as cert_dir:
-            bundle = generate_bundle(
-                "ringroute-webhook", "ringroute-system", Path(cert_dir), extra_names=("127.0.0.1",)
+        async with serving_admission(repo, settings, namespace):
+            await asyncio.sleep(1.0)  # the API server sees the new configurations
+            path, dry_run = JOBS.path(namespace), {"dryRun": "All"}
+            first = asyncio.create_task(
+                repo._call("create jobs", "POST", path, query=dry_run, body=large_job("first", namespace))
             )
-            certificates = ServingCertificates(Path(cert_dir))
-            settings = Settings(admission=AdmissionSettings(answer_within_s=0.5))
-            runner = web.AppRunner(admission_app(settings, Metrics(), certificates=certificates))
-            await runner.setup()
-            site = web.TCPSite(runner, "127.0.0.1", 0, ssl_context=certificates.ssl_context())
-            await site.start()
-            port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+            await asyncio.sleep(0.3)  # being checked: the worker thread waits
+            response = await repo._open("create jobs", "POST", path, query=dry_run, body=large_job("second", namespace))
             try:
-                async with registered_webhooks(repo, namespace, port, bundle.ca_cert_pem):
-                    await asyncio.sleep(1.0)  # the API server sees the new configurations
-                    path, dry_run = JOBS.path(namespace), {"dryRun": "All"}
-                    first = asyncio.create_task(
-                        repo._call("create jobs", "POST", path, query=dry_run, body=large_job("first", namespace))
-                    )
-                    await asyncio.sleep(0.3)  # being checked: the worker thread waits
-                    response = await repo._open(
-                        "create jobs", "POST", path, query=dry_run, body=large_job("second", namespace)
-                    )
-                    try:
-                        status, retry_after, answer = (
-                            response.status,
-                            response.headers.get("Retry-After"),
-                            (orjson.loads(await response.read())),
-                        )
-                    finally:
-                        response.release()
-                    assert (status, retry_after) == (429, "1")
-                    assert answer["reason"] == "TooManyRequests"
-                    assert answer["details"]["retryAfterSeconds"] == 1
-                    assert answer["message"] == (
-                        'admission webhook "mutate.jobs.ringroute.io" denied the request: ringroute is busy: it '
-                        "could not check this job within 0.5 s (admission.answerWithinS), after 1 other large job; "
-                        "retry in a few seconds"
-                    )
-                    large_answers_wait.set()
-                    created = await asyncio.wait_for(first, 10)
-                    assert created["metadata"]["name"] == "first"
+                status, retry_after = response.status, response.headers.get("Retry-After")
+                answer = orjson.loads(await response.read())
             finally:
-                large_answers_wait.set()
-                await runner.cleanup()
+                response.release()
+            assert (status, retry_after) == (429, "1")
+            assert answer["reason"] == "TooManyRequests"
+            assert answer["details"]["retryAfterSeconds"] == 1
+            assert answer["message"] == (
+                'admission webhook "mutate.jobs.ringroute.io" denied the request: ringroute is busy: it could not '
+                "check this job within 0.5 s (admission.answerWithinS), after 1 other large job; retry in a few seconds"
+            )
+            large_answers_wait.set()
+            created = await asyncio.wait_for(first, 10)
+            assert created["metadata"]["name"] == "first"
     finally:
         await repo._call("delete namespace", "DELETE", f"/api/v1/namespaces/{namespace}", missing_ok=True)
         await repo.close()
