@@ -38,7 +38,7 @@ from webhook.admission.review import (
 from webhook.common.http_server import BusyError
 from webhook.common.metrics import Metrics
 from webhook.common.names import ADMISSION_REVIEW_API_VERSION, JOBS_PLURAL, RING_LABEL, VOLCANO_BATCH_GROUP
-from webhook.common.request_bodies import held_body, read_body
+from webhook.common.request_bodies import held_body
 from webhook.common.settings import Settings
 
 if TYPE_CHECKING:
@@ -148,11 +148,7 @@ class AdmissionHandlers:
             if refused is not None:
                 return refused
             try:
-                if request.content_length is not None and request.content_length <= INLINE_MAX_BYTES:
-                    # Within the server's body timeout and body buffer (admission.server).
-                    status, payload, verdict = self.answer(endpoint, await read_body(request, MAX_BODY_BYTES))
-                else:
-                    status, payload, verdict = await self._answer_large(request, endpoint, deadline, started)
+                status, payload, verdict = await self._answer_read(request, endpoint, deadline, started)
             except web.HTTPRequestEntityTooLarge:
                 return _closing(_problem(413, f"request body exceeds the limit of {MAX_BODY_BYTES} bytes"))
             except BusyError as exc:
@@ -163,13 +159,16 @@ class AdmissionHandlers:
             self.metrics.admission_requests.labels(endpoint, verdict).inc()
             self.metrics.admission_latency.labels(endpoint).observe(time.perf_counter() - started)
 
-    async def _answer_large(
+    async def _answer_read(
         self, request: web.Request, endpoint: Endpoint, deadline: float, started: float
     ) -> tuple[int, bytes, str]:
-        """A large request's answer: its body read when there is room for it, checked when a worker thread is free,
-        or busy when either comes too late; the body's room is held until then."""
-        async with held_body(request, MAX_BODY_BYTES, answer_by=deadline, leave=SMALL_BODY_ROOM) as body:
-            if len(body) <= INLINE_MAX_BYTES:  # no Content-Length, and small after all
+        """The answer to a request once its body is read (within the server's body timeout and body buffer, and by
+        `deadline`): a small one at once, a large one when a worker thread is free for it, or busy when that comes
+        too late. The body keeps its room in the buffer until then; a large one leaves the last SMALL_BODY_ROOM."""
+        small = request.content_length is not None and request.content_length <= INLINE_MAX_BYTES
+        leave = 0 if small else SMALL_BODY_ROOM
+        async with held_body(request, MAX_BODY_BYTES, answer_by=deadline, leave=leave) as body:
+            if len(body) <= INLINE_MAX_BYTES:
                 return self.answer(endpoint, body)
             ahead = self.large.ahead
             answered = await self.large.run(functools.partial(self.answer, endpoint, body), deadline)

@@ -28,7 +28,7 @@ import resource
 import socket
 import ssl
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
 from aiohttp import web
@@ -312,15 +312,6 @@ class ConnectionLimiter:
                     await self._changed.wait()
 
     # -- request bodies --------------------------------------------------------------------------------------------
-
-    @contextlib.asynccontextmanager
-    async def body_room(self, size: int, deadline: float) -> AsyncIterator[None]:
-        """Hold `size` bytes of the body buffer while a body is read; wait for room until `deadline`."""
-        held = await self.reserve_body(size, deadline)
-        try:
-            yield
-        finally:
-            self.release_body(held)
 
     def try_reserve_body(self, size: int, *, leave: int = 0) -> int | None:
         """Hold room for a body of `size` bytes in the body buffer now: the bytes held (give them back with

@@ -16,42 +16,16 @@ from webhook.common.http_server import LIMITER_KEY, BodyTimeoutError, BusyError
 
 
 @contextlib.asynccontextmanager
-async def body_window(request: web.BaseRequest, size: int) -> AsyncIterator[None]:
-    """Room for a body of `size` bytes in the body buffer, and the body timeout around reading it (counted from
-    now, which is when the handler starts: right after the request's headers). BodyTimeoutError when room or the
-    body does not come in time. Without a limiter (the app not served by `serve`), no limits."""
-    limiter = request.app.get(LIMITER_KEY) if isinstance(request, web.Request) else None
-    if limiter is None:
-        yield
-        return
-    timeout = limiter.limits.body_timeout_s
-    deadline = asyncio.get_running_loop().time() + timeout
-    async with limiter.body_room(size, deadline):
-        try:
-            async with asyncio.timeout_at(deadline):
-                yield
-        except TimeoutError:
-            limiter.body_timeouts += 1
-            raise BodyTimeoutError(f"the request body did not arrive within {timeout:g} s") from None
-
-
-async def read_body(request: web.Request, limit: int) -> bytes | bytearray:
-    """The request body within the body timeout and the body buffer: at most `limit` bytes, else
-    web.HTTPRequestEntityTooLarge (from Content-Length before reading, or once more than `limit` arrived)."""
-    length = _declared_length(request, limit)
-    async with body_window(request, limit if length is None else length):
-        return await _read_at_most(request, limit)
-
-
-@contextlib.asynccontextmanager
 async def held_body(
     request: web.Request, limit: int, *, answer_by: float, leave: int = 0
 ) -> AsyncIterator[bytes | bytearray]:
-    """The request body as `read_body` reads it, its room in the body buffer held until the block ends: bodies
-    waiting for their answer count against the buffer as bodies being read do. The room and the body must come by
-    `answer_by` (loop time), or the body timeout if sooner; room is waited for behind at most a buffer of other
-    waiting bodies, and is never the last `leave` bytes of the buffer unless it is empty (kept for other requests).
-    BusyError when there is no room in time, BodyTimeoutError when the body is late."""
+    """The request body, at most `limit` bytes (else web.HTTPRequestEntityTooLarge, from Content-Length before
+    reading), with its room in the body buffer held until the block ends: bodies waiting for their answer count
+    against the buffer as bodies being read do. The room and the body must come by `answer_by` (loop time), or the
+    body timeout if sooner; room is waited for behind at most ROOM_QUEUE_BUFFERS buffers of other waiting bodies,
+    and is never the last `leave` bytes of the buffer unless it is empty (kept for other requests). BusyError when
+    there is no room in time or the body is not read by `answer_by`, BodyTimeoutError when it is not by the body
+    timeout."""
     length = _declared_length(request, limit)
     limiter = request.app.get(LIMITER_KEY)
     if limiter is None:
@@ -108,4 +82,4 @@ async def _read_at_most(request: web.Request, limit: int) -> bytes | bytearray:
     return b"".join(chunks)
 
 
-__all__ = ["body_window", "held_body", "read_body"]
+__all__ = ["held_body"]
