@@ -23,10 +23,13 @@ import asyncio
 import contextlib
 import ctypes
 import ctypes.util
+import fcntl
 import logging
 import resource
 import socket
 import ssl
+import struct
+import termios
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
@@ -53,7 +56,7 @@ answer long before (Go's HTTP server drops as much of a body its handler left un
 
 FRESH_GRACE_S = 1.0
 """A connection that has not sent a request yet may be closed to make room only once it is this old: its request
-may be on its way still unread (a flood of requests keeps the loop busy), and an idle one is as old soon enough."""
+may be on its way, and an idle one is as old soon enough."""
 
 ROOM_QUEUE_BUFFERS = 4
 """Bodies wait for room in the body buffer (`queue_limited`) behind at most this many buffers of other waiting
@@ -79,6 +82,18 @@ class BusyError(BodyTimeoutError):
     def __init__(self, message: str, *, at_once: bool) -> None:
         super().__init__(message)
         self.at_once = at_once
+
+
+def unread_bytes(transport: asyncio.BaseTransport) -> int:
+    """Bytes the kernel holds for the transport's socket that have not been read yet (0 when it cannot tell)."""
+    sock = transport.get_extra_info("socket")
+    if sock is None:
+        return 0
+    try:
+        count: int = struct.unpack("i", fcntl.ioctl(sock.fileno(), termios.FIONREAD, b"\0\0\0\0"))[0]
+    except (OSError, ValueError):
+        return 0
+    return count
 
 
 class LimitedConnection(asyncio.BaseProtocol):
@@ -110,9 +125,14 @@ class LimitedConnection(asyncio.BaseProtocol):
             self.abort("header_timeout")
 
     def evictable(self) -> bool:
-        """Idle, with nothing of a response left to write."""
+        """Idle: nothing of a response left to write, and nothing the client sent left unread (a request that the
+        kernel holds while the loop is busy with others is not idleness)."""
         transport = self.transport
-        return isinstance(transport, asyncio.WriteTransport) and transport.get_write_buffer_size() == 0
+        return (
+            isinstance(transport, asyncio.WriteTransport)
+            and transport.get_write_buffer_size() == 0
+            and unread_bytes(transport) == 0
+        )
 
     def abort(self, why: str) -> None:
         """Close at once (a TLS connection without its closing handshake)."""
