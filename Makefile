@@ -57,7 +57,7 @@ check: lint typecheck
 
 bench: $(STAMP)
 	$(PY) bench/planner.py
-	@for b in webhook cluster_facts controller extender hostile calibration steering fabric fabric_scale; do \
+	@for b in webhook burst cluster_facts controller extender hostile calibration steering fabric fabric_scale; do \
 	  if [ -f bench/$$b.py ]; then $(PY) bench/$$b.py || exit 1; fi; done
 
 # Tests against a real cluster: RINGROUTE_E2E_KUBECONFIG's, else the real-cluster kit's at ../shared/cluster,

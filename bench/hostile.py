@@ -11,7 +11,14 @@ its target and pass/fail, then a summary:
 - `extender_300mib_body`: a 300 MiB POST /extender/predicate streamed at full speed: the answer (413, or the
   connection closed) and the extender process's peak RSS growth (target <= 64 MB);
 - `admission_while_extender_scores`: /jobs/mutate at concurrency 10 for 5 s while prioritize calls of 20,000
-  compact nodes run back to back against the extender (target p99 <= 300 ms, no errors).
+  compact nodes run back to back against the extender (target p99 <= 300 ms, no errors);
+- `flood_7mib_bodies`: 2,000 POST /jobs/validate at once, each an UPDATE review of just under 7 MiB (the largest
+  body admission reads), against a fresh server: how each ended for the client (an admission verdict, HTTP 429, the
+  connection closed without an answer, none within 30 s) and when; the share the server answered more than 5 s
+  (the webhook timeout) after their headers (target <= 1 %; every one answered within 30 s, and no more closed
+  without an answer than the kernel dropped from the full listen backlog); the
+  server's peak RSS growth (target <= 500 MB: asyncio's TLS buffers of the connections at their cap, up to 0.77 MiB
+  each with a body arriving, the body buffer, one review being checked); small reviews on new connections meanwhile.
 """
 
 from __future__ import annotations
@@ -37,9 +44,11 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from bench._common import emit  # noqa: E402
+from bench.burst import padded_job  # noqa: E402
 from bench.extender import _task_of_job, extender_load, node_infos, prioritize_body, rss_mib, serve  # noqa: E402
-from bench.webhook import client_context, realistic_review, run_aiohttp  # noqa: E402
+from bench.webhook import client_context, realistic_review, run_aiohttp, server_cpu_seconds  # noqa: E402
 from certs import generate_bundle  # noqa: E402
+from emulation.admission import admission_review  # noqa: E402
 
 TARGETS = {
     "unique_mount_paths": ("rss_growth_mb", 64.0),
@@ -47,6 +56,8 @@ TARGETS = {
     "idle_tls_connections/new_request": ("new_request_s", 2.0),
     "extender_300mib_body": ("peak_rss_growth_mb", 64.0),
     "admission_while_extender_scores": ("p99_ms", 300.0),
+    "flood_7mib_bodies": ("server_answered_late", 0.01),
+    "flood_7mib_bodies/memory": ("peak_rss_growth_mb", 500.0),
 }
 MB = 1024 * 1024
 
@@ -258,6 +269,147 @@ def admission_while_extender_scores(
     return record
 
 
+FLOOD_CHUNK = 256 * 1024
+"""The flood's clients send their bodies in chunks of this, as fast as the server takes them."""
+
+
+def flood_body() -> bytes:
+    """An UPDATE review of just under admission's 7 MiB limit: a job of about 3.4 MiB, stored and updated."""
+    import random
+
+    job = padded_job("flood", 3.45 * 1024, random.Random(7))
+    body = orjson.dumps(admission_review(job, operation="UPDATE", old=job, uid="flood"))
+    assert 6.5 * MB < len(body) < 7 * MB, len(body)
+    return body
+
+
+async def flood_one(port: int, context: ssl.SSLContext, body: memoryview, timeout_s: float) -> tuple[str, float]:
+    """One POST of `body`, sent while the server takes it and no longer once its answer came, as Go's HTTP client
+    does: (outcome, seconds until the answer's head). The outcome is `verdict` (HTTP 200 with an admission verdict),
+    `busy_denial` (HTTP 200, code 429), `http_<status>`, `closed` (the connection ended without an answer) or
+    `no_answer` (nothing within `timeout_s`)."""
+    started = time.perf_counter()
+    writer = None
+    sending: asyncio.Task[None] | None = None
+
+    async def send(writer: asyncio.StreamWriter) -> None:
+        with contextlib.suppress(ConnectionError):
+            for start in range(0, len(body), FLOOD_CHUNK):
+                writer.write(body[start : start + FLOOD_CHUNK])
+                await writer.drain()
+
+    try:
+        async with asyncio.timeout(timeout_s):
+            reader, writer = await asyncio.open_connection("127.0.0.1", port, ssl=context, server_hostname="127.0.0.1")
+            writer.write(
+                f"POST /jobs/validate HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+                f"Content-Length: {len(body)}\r\n\r\n".encode()
+            )
+            sending = asyncio.create_task(send(writer))
+            head = await reader.readuntil(b"\r\n\r\n")
+            seconds = time.perf_counter() - started
+            sending.cancel()
+            status = int(head.split(b" ", 2)[1])
+            if status != 200:
+                return f"http_{status}", seconds
+            length = int(re.search(rb"(?i)content-length:\s*(\d+)", head).group(1))  # type: ignore[union-attr]
+            response = orjson.loads(await reader.readexactly(length))["response"]
+            busy = not response["allowed"] and (response.get("status") or {}).get("code") == 429
+            return "busy_denial" if busy else "verdict", seconds
+    except TimeoutError:
+        return "no_answer", time.perf_counter() - started
+    except (OSError, ssl.SSLError, asyncio.IncompleteReadError):
+        return "closed", time.perf_counter() - started
+    finally:
+        if sending is not None:
+            sending.cancel()
+        if writer is not None:
+            writer.close()
+
+
+async def server_latencies(port: int, context: ssl.SSLContext) -> dict[str, float]:
+    """The server's own count of /jobs/validate answers by latency bucket (from its /metrics): le -> count."""
+    reader, writer = await asyncio.open_connection("127.0.0.1", port, ssl=context, server_hostname="127.0.0.1")
+    try:
+        writer.write(b"GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
+        text = (await reader.read()).decode()
+    finally:
+        writer.close()
+    pattern = r'ringroute_admission_latency_seconds_bucket\{endpoint="validate",le="([^"]+)"\} ([0-9.e+]+)'
+    return {le: float(count) for le, count in re.findall(pattern, text)}
+
+
+def listen_overflows() -> int:
+    """Connections the kernel dropped from full listen backlogs so far (TcpExt ListenOverflows; the machine's)."""
+    lines = Path("/proc/net/netstat").read_text().splitlines()
+    for names, values in zip(lines[::2], lines[1::2], strict=True):
+        if names.startswith("TcpExt:"):
+            return int(dict(zip(names.split(), values.split(), strict=True))["ListenOverflows"])
+    return 0
+
+
+async def flood_7mib_bodies(port: int, pid: int, context: ssl.SSLContext, count: int) -> list[dict[str, Any]]:
+    body = memoryview(flood_body())
+    small = review_with_mount_path(realistic_review(), 0, 64)
+    await post(port, context, "/jobs/validate", small)
+    before, latencies_before = rss_mib(pid), await server_latencies(port, context)
+    cpu_before, overflows_before = server_cpu_seconds(pid), listen_overflows()
+    started = time.perf_counter()
+    flood = [asyncio.create_task(flood_one(port, context, body, 30.0)) for _ in range(count)]
+    small_seconds = []
+    for _ in range(5):  # small reviews on new connections meanwhile, one after the other
+        await asyncio.sleep(0.5)
+        asked = time.perf_counter()
+        try:
+            status, _ = await post(port, context, "/jobs/validate", small)
+        except (OSError, TimeoutError, ssl.SSLError, IndexError):  # IndexError: closed before an answer
+            status = 0
+        small_seconds.append(round(time.perf_counter() - asked, 3) if status == 200 else None)
+    results = await asyncio.gather(*flood)
+    elapsed = time.perf_counter() - started
+    cpu, overflows = server_cpu_seconds(pid) - cpu_before, listen_overflows() - overflows_before
+    await asyncio.sleep(2.0)
+    latencies = {le: n - latencies_before.get(le, 0.0) for le, n in (await server_latencies(port, context)).items()}
+    outcomes: dict[str, int] = {}
+    for outcome, _seconds in results:
+        outcomes[outcome] = outcomes.get(outcome, 0) + 1
+    seconds = sorted(s for _, s in results)
+    answered = sum(n for o, n in outcomes.items() if o not in ("closed", "no_answer"))
+    record = {
+        "case": "flood_7mib_bodies",
+        "requests": count,
+        "body_mib": round(len(body) / MB, 2),
+        "outcomes": outcomes,
+        "answered": answered,
+        # Connections past the cap and the listen backlog (1,024) that the kernel dropped: the client's SYN or
+        # handshake answered late, then a reset ("closed").
+        "kernel_listen_overflows": overflows,
+        # Counted by the server from each request's headers to its answer (small reviews included).
+        "server_answered": int(latencies["+Inf"]),
+        "server_answered_late": round(1 - latencies["5.0"] / max(latencies["+Inf"], 1), 4),
+        "server_slowest_answer_within_s": min(
+            (float(le) for le, n in latencies.items() if n == latencies["+Inf"]), default=0.0
+        ),
+        "client_p50_s": round(seconds[len(seconds) // 2], 2),
+        "client_p99_s": round(seconds[int(0.99 * (len(seconds) - 1))], 2),
+        "client_slowest_s": round(seconds[-1], 2),
+        "seconds": round(elapsed, 2),
+        "server_cpu_ms_per_request": round(1000 * cpu / count, 2),
+        "small_reviews_meanwhile_s": small_seconds,
+    }
+    judged("flood_7mib_bodies", record)
+    closed = outcomes.get("closed", 0)
+    record["pass"] = record["pass"] and outcomes.get("no_answer", 0) == 0 and closed <= overflows
+    memory = {
+        "case": "flood_7mib_bodies/memory",
+        "rss_before_mb": before,
+        "peak_rss_mb": rss_mib(pid, "VmHWM"),
+        "peak_rss_growth_mb": round(rss_mib(pid, "VmHWM") - before, 1),
+        "rss_after_mb": rss_mib(pid),
+    }
+    return [record, judged("flood_7mib_bodies/memory", memory)]
+
+
 async def run(args: argparse.Namespace, work: Path) -> list[dict[str, Any]]:
     cert_dir = work / "certs"
     generate_bundle("ringroute-webhook", "ringroute-system", cert_dir, days=1, extra_names=["localhost", "127.0.0.1"])
@@ -280,6 +432,10 @@ async def run(args: argparse.Namespace, work: Path) -> list[dict[str, Any]]:
         ]:
             emit(row)
             rows.append(row)
+    with serve(cert_dir, work / "serve-flood.log") as (admission_port, _extender_port, extender_pid):
+        for row in await flood_7mib_bodies(admission_port, admission_pid(extender_pid), context, args.flood):
+            emit(row)
+            rows.append(row)
     return rows
 
 
@@ -289,10 +445,12 @@ def main() -> int:
     parser.add_argument("--connections", type=int, default=1500, help="idle TLS connections")
     parser.add_argument("--nodes", type=int, default=20000, help="prioritize candidates while admission is timed")
     parser.add_argument("--seconds", type=float, default=5.0, help="admission load duration")
+    parser.add_argument("--flood", type=int, default=2000, help="concurrent 7 MiB reviews of the flood")
     args = parser.parse_args()
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    if soft < args.connections + 256:  # this client holds every connection open at once
-        resource.setrlimit(resource.RLIMIT_NOFILE, (min(hard, args.connections + 256), hard))
+    wanted = max(args.connections, args.flood) + 256
+    if soft < wanted:  # this client holds every connection open at once
+        resource.setrlimit(resource.RLIMIT_NOFILE, (min(hard, wanted), hard))
     with tempfile.TemporaryDirectory() as work:
         rows = asyncio.run(run(args, Path(work)))
     checks = {row["case"]: "pass" if row["pass"] else "FAIL" for row in rows}

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import base64
+import copy
 import uuid
 from typing import Any
 
@@ -53,4 +55,18 @@ def admission_review(
     }
 
 
-__all__ = ["JOBS_RESOURCE", "admission_review"]
+def local_webhooks(configuration: dict[str, Any], port: int, ca_pem: bytes, namespace: str) -> dict[str, Any]:
+    """A copy of one of ringroute's webhook configurations named after `namespace`, calling
+    https://127.0.0.1:PORT (with CA `ca_pem`) instead of the Service, for jobs of that namespace only: for a test
+    or a benchmark against a real API server, beside other users of the cluster."""
+    local = copy.deepcopy(configuration)
+    local["metadata"]["name"] = f"ringroute-{namespace}"
+    for hook in local["webhooks"]:
+        path = hook["clientConfig"]["service"]["path"]
+        hook["clientConfig"] = {"url": f"https://127.0.0.1:{port}{path}", "caBundle": base64.b64encode(ca_pem).decode()}
+        only = {"key": "kubernetes.io/metadata.name", "operator": "In", "values": [namespace]}
+        hook["namespaceSelector"] = {"matchExpressions": [only]}
+    return local
+
+
+__all__ = ["JOBS_RESOURCE", "admission_review", "local_webhooks"]

@@ -1,5 +1,5 @@
 """Large jobs: the patch grows with distinct templates, not tasks; a job too large to admit is denied with its size
-and the limit; large requests are checked off the event loop, a bounded number at a time."""
+and the limit; large requests are checked off the event loop, waiting for their turn until their deadline."""
 
 from __future__ import annotations
 
@@ -7,14 +7,15 @@ import asyncio
 import base64
 import copy
 import threading
+import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import orjson
 import pytest
 
-from tests.support.admission import Service, apply_ops, bare_job, mutate, review, start
-from webhook.admission import server
+from tests.support.admission import Service, apply_ops, bare_job, hold_large_answers, mutate, review, start
 from webhook.admission.jobview import read_job
 from webhook.admission.mutation import COPY_BUDGET_BYTES, plan_create
 from webhook.admission.policy import judge
@@ -122,19 +123,11 @@ async def test_the_server_denies_an_oversized_job_on_both_endpoints(service: Ser
 
 
 @pytest.fixture
-def blocked_large_requests(monkeypatch: pytest.MonkeyPatch) -> threading.Event:
+def blocked_large_requests(monkeypatch: pytest.MonkeyPatch) -> Iterator[threading.Event]:
     """Large requests wait in the worker thread until the returned event is set."""
-    release = threading.Event()
-    answer = server.AdmissionHandlers.answer
-
-    def slow(self: server.AdmissionHandlers, endpoint: server.Endpoint, body: bytes) -> tuple[int, bytes, str]:
-        if len(body) > server.INLINE_MAX_BYTES:
-            assert threading.current_thread() is not threading.main_thread(), "large requests run off the loop"
-            release.wait(30)
-        return answer(self, endpoint, body)
-
-    monkeypatch.setattr(server.AdmissionHandlers, "answer", slow)
-    return release
+    release = hold_large_answers(monkeypatch)
+    yield release
+    release.set()
 
 
 async def test_a_large_request_being_checked_does_not_hold_up_a_small_one(
@@ -154,26 +147,53 @@ async def test_a_large_request_being_checked_does_not_hold_up_a_small_one(
     assert sum(op["op"] == "copy" for op in ops) == 599
 
 
-async def test_large_requests_beyond_the_queue_are_denied_with_429_at_once(
-    blocked_large_requests: threading.Event,
-    monkeypatch: pytest.MonkeyPatch,
-    tls_material: Path,
-    client_ssl: Any,
+async def test_a_burst_of_large_requests_waits_for_its_turn_and_every_one_is_answered(
+    blocked_large_requests: threading.Event, service: Service
 ) -> None:
-    monkeypatch.setattr(server, "HEAVY_QUEUE", 1)
-    running, stop = await start(tls_material, client_ssl)
+    large = review(many_tasks(600), uid="large")
+    waiting = [
+        asyncio.create_task(service.post("/jobs/validate", {**large, "request": {**large["request"], "uid": f"l{i}"}}))
+        for i in range(12)
+    ]
+    await asyncio.sleep(1.0)  # the first is being checked, the others wait: none is refused for waiting
+    assert not any(task.done() for task in waiting)
+    blocked_large_requests.set()
+    answers = await asyncio.gather(*waiting)
+    assert [(status, a["response"]) for status, a in answers] == [
+        (200, {"uid": f"l{i}", "allowed": True}) for i in range(12)
+    ]
+    assert [sample for metric in service.metrics.admission_busy.collect() for sample in metric.samples] == []
+
+
+async def test_a_large_request_still_waiting_at_its_deadline_is_denied_busy_with_a_retry_after(
+    blocked_large_requests: threading.Event, tls_material: Path, client_ssl: Any
+) -> None:
+    settings = Settings(admission=AdmissionSettings(answer_within_s=0.5))
+    running, stop = await start(tls_material, client_ssl, settings)
     try:
-        first = asyncio.create_task(running.post("/jobs/validate", review(many_tasks(600), uid="first")))
+        first = asyncio.create_task(running.post("/jobs/mutate", review(many_tasks(600), uid="first")))
         await asyncio.sleep(0.2)
-        status, answer = await running.post("/jobs/validate", review(many_tasks(600), uid="second"))
+        started = time.monotonic()
+        status, answer = await running.post("/jobs/mutate", review(many_tasks(600), uid="second"))
+        waited = time.monotonic() - started
         assert status == 200
-        assert answer["response"]["uid"] == "second"
-        assert answer["response"]["allowed"] is False
-        assert answer["response"]["status"]["code"] == 429
-        assert "retry in a few seconds" in answer["response"]["status"]["message"]
+        response = answer["response"]
+        assert response["uid"] == "second"
+        assert response["allowed"] is False
+        assert response["status"]["code"] == 429
+        assert response["status"]["reason"] == "TooManyRequests"
+        assert response["status"]["details"] == {"retryAfterSeconds": 1}
+        assert response["status"]["message"] == (
+            "ringroute is busy: it could not check this job within 0.5 s (admission.answerWithinS), after 1 other "
+            "large job; retry in a few seconds"
+        )
+        assert 0.25 <= waited < 3.0, "answered at its deadline, not before and not much after"
+        assert running.metrics.admission_busy.labels("mutate", "denied")._value.get() == 1
+        assert running.metrics.admission_requests.labels("mutate", "busy")._value.get() == 1
         blocked_large_requests.set()
         status, answer = await first
-        assert answer["response"] == {"uid": "first", "allowed": True}
+        assert answer["response"]["uid"] == "first"
+        assert "patch" in answer["response"]
     finally:
         blocked_large_requests.set()
         await stop()

@@ -4,11 +4,13 @@ over real sockets: admission over TLS, the extender over plain HTTP, both starte
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import socket
 import ssl
+import threading
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,9 +19,10 @@ from typing import Any
 import orjson
 import pytest
 
-from tests.support.admission import load_example, review
+from tests.support.admission import hold_large_answers, load_example, review
 from webhook.cli.serve import ServeOptions, run_extender, run_worker
 
+MIB = 1 << 20
 CLOSED_WITHIN_S = 3.0
 """How long a test waits for the server to close a connection before calling it left open."""
 
@@ -52,15 +55,15 @@ class Server:
         )
 
 
-def settings_file(tmp_path: Path, section: str, limits: dict[str, Any]) -> Path:
+def settings_file(tmp_path: Path, section: str, limits: dict[str, Any], **keys: Any) -> Path:
     path = tmp_path / f"settings-{section}.yaml"
-    path.write_text(json.dumps({section: {"server": limits}}), encoding="utf-8")  # JSON is YAML
+    path.write_text(json.dumps({section: {"server": limits, **keys}}), encoding="utf-8")  # JSON is YAML
     return path
 
 
 @asynccontextmanager
 async def admission(
-    tmp_path: Path, tls_material: Path, client_ssl: ssl.SSLContext, **limits: Any
+    tmp_path: Path, tls_material: Path, client_ssl: ssl.SSLContext, *, answer_within_s: float = 4.0, **limits: Any
 ) -> AsyncIterator[Server]:
     """`ringroute serve` (admission only) with `admission.server` limits, ready on a free port."""
     port = free_port()
@@ -68,7 +71,7 @@ async def admission(
         host="127.0.0.1",
         port=port,
         cert_dir=tls_material,
-        config=settings_file(tmp_path, "admission", limits),
+        config=settings_file(tmp_path, "admission", limits, answerWithinS=answer_within_s),
         kubeconfig=None,
         workers=1,
         controller=False,
@@ -327,3 +330,108 @@ async def test_idle_connections_are_closed_after_the_keep_alive_timeout_and_not_
         assert closed is not None
         assert 0.4 <= closed < 1.5
         writer.close()
+
+
+@pytest.fixture
+def large_answers_wait(monkeypatch: pytest.MonkeyPatch) -> Iterator[threading.Event]:
+    """Large requests wait in the worker thread until the returned event is set."""
+    release = hold_large_answers(monkeypatch)
+    yield release
+    release.set()
+
+
+def review_of_bytes(size: int, uid: str) -> bytes:
+    """A /jobs/validate review of the documented job carrying an annotation that makes it `size` bytes."""
+    job = load_example("documented.yaml")
+    job["metadata"]["annotations"] = {"padding": ""}
+    body = orjson.dumps(review(job, uid=uid))
+    job["metadata"]["annotations"]["padding"] = "p" * (size - len(body))
+    return orjson.dumps(review(job, uid=uid))
+
+
+def posted(body: bytes) -> bytes:
+    return (
+        f"POST /jobs/validate HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+        f"Content-Length: {len(body)}\r\n\r\n"
+    ).encode() + body
+
+
+async def test_a_large_body_without_room_by_its_deadline_is_answered_429_while_small_reviews_are_not_held_up(
+    tmp_path: Path, tls_material: Path, client_ssl: ssl.SSLContext, large_answers_wait: threading.Event
+) -> None:
+    async with admission(tmp_path, tls_material, client_ssl, answer_within_s=1.0, bodyBufferMib=7) as server:
+        first_reader, first = await server.connect()
+        first.write(posted(review_of_bytes(5 * MIB, "first")))  # read, then held in the worker with its room
+        await asyncio.sleep(0.5)
+        second_reader, second = await server.connect()
+        second.write(posted(review_of_bytes(3 * MIB, "second")))  # 5 + 3 MiB do not fit in 7 (2 kept for small)
+        started = time.monotonic()
+        second_answer = asyncio.create_task(read_response(second_reader))
+        small_reader, small = await server.connect()
+        head, body = validate_request()
+        small.write(head + body)
+        status, _, answer = await read_response(small_reader)
+        assert (status, orjson.loads(answer)["response"]["uid"]) == (200, "limits")
+        assert not second_answer.done(), "the small review was read and answered while the large one waits"
+        status, headers, answer = await second_answer
+        waited = time.monotonic() - started
+        assert status == 429
+        assert "retry-after" not in headers, "too late to retry within the webhook's timeout"
+        assert orjson.loads(answer) == {
+            "kind": "Status",
+            "apiVersion": "v1",
+            "status": "Failure",
+            "code": 429,
+            "reason": "TooManyRequests",
+            "message": f"ringroute is busy: it could not read this {3 * MIB}-byte request within 1 s "
+            "(admission.answerWithinS); retry in a few seconds",
+        }
+        assert 0.8 <= waited < 3.0
+        assert await closed_after(second_reader) is not None
+        large_answers_wait.set()
+        status, _, answer = await read_response(first_reader)
+        assert (status, orjson.loads(answer)["response"]["uid"]) == (200, "first")
+        for writer in (first, second, small):
+            writer.close()
+
+
+async def test_a_refused_request_whose_body_keeps_coming_gets_its_answer_and_is_then_closed(
+    tmp_path: Path, tls_material: Path, client_ssl: ssl.SSLContext
+) -> None:
+    async with admission(tmp_path, tls_material, client_ssl) as server:
+        reader, writer = await server.connect()
+        writer.write(
+            b"POST /jobs/validate HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+            b"Content-Length: %d\r\n\r\n" % (8 * MIB)
+        )
+
+        async def keep_sending() -> None:
+            with contextlib.suppress(ConnectionError):
+                for _ in range(64):
+                    writer.write(b" " * (128 * 1024))
+                    await writer.drain()
+
+        sending = asyncio.create_task(keep_sending())
+        status, _, answer = await read_response(reader)
+        assert status == 413
+        assert "the limit is 7340032" in orjson.loads(answer)["message"]
+        assert await closed_after(reader) is not None, "closed once it dropped what lingering allows"
+        sending.cancel()
+        writer.close()
+
+
+async def test_at_the_cap_a_connection_that_has_sent_nothing_yet_makes_room_only_once_a_second_old(
+    tmp_path: Path, tls_material: Path, client_ssl: ssl.SSLContext
+) -> None:
+    async with admission(tmp_path, tls_material, client_ssl, maxConnections=2) as server:
+        fresh = [await server.connect() for _ in range(2)]
+        opened = time.monotonic()
+        newcomer_reader, newcomer = await asyncio.wait_for(server.connect(), 5)
+        head, body = validate_request()
+        newcomer.write(head + body)
+        status, _, _ = await read_response(newcomer_reader)
+        assert status == 200
+        assert 0.8 <= time.monotonic() - opened < 3.0, "it waited for the oldest to be a second old"
+        assert await closed_after(fresh[0][0], 1.0) is not None  # the oldest made room
+        for _, writer in [*fresh, (newcomer_reader, newcomer)]:
+            writer.close()

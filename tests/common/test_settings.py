@@ -551,3 +551,15 @@ def test_network_topology_values_of_earlier_releases_are_refused_naming_what_rep
     [problem] = info.value.problems
     assert problem.startswith(f"volcano.networkTopology.inject: {value!r} is not one of sized, fixed, never (")
     assert replaced_by in problem
+
+
+def test_the_answer_deadline_leaves_a_margin_under_the_shipped_webhooks_timeout() -> None:
+    import yaml
+
+    webhooks = ROOT / "manifests" / "base" / "webhooks.yaml"
+    timeouts = {hook["timeoutSeconds"] for doc in yaml.safe_load_all(webhooks.read_text()) for hook in doc["webhooks"]}
+    assert timeouts == {5}
+    assert Settings().admission.answer_within_s == 4.0, "5 s less 1 s for the network and the API server"
+    assert settings_from_mapping({"admission": {"answerWithinS": 2.5}}).admission.answer_within_s == 2.5
+    assert problems({"admission": {"answerWithinS": 0}}) == ("admission.answerWithinS: must be positive, got 0",)
+    assert problems({"admission": {"answerWithinS": 30}}) == ("admission.answerWithinS: must be at most 29, got 30",)

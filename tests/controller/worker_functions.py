@@ -25,3 +25,13 @@ def refuse(message: str) -> None:
 def die() -> None:
     """End the process as the kernel's OOM killer would."""
     os.kill(os.getpid(), signal.SIGKILL)
+
+
+def plan_forever(marker: str) -> None:
+    """Stand for a plan that keeps the planning process busy in Python: write the process id to `marker`, then
+    compute until killed."""
+    with open(marker, "w", encoding="ascii") as file:
+        file.write(str(os.getpid()))
+    total = 0
+    while True:
+        total = (total * 31 + 7) % 1_000_003

@@ -31,12 +31,12 @@ from tests.e2e.scheduler import extender_in_scheduler, scheduler_conf
 from tests.e2e.test_training_start_e2e import (
     LEAF_LABEL,
     PODS_IN_JOB,
-    admission,
     cluster,
     completed_at,
     job_manifest,
     play_device_plugin,
 )
+from tests.e2e.webhooks import serving_admission
 from webhook.common.metrics import Metrics
 from webhook.common.settings import ControllerSettings, ExtenderSettings, Settings, TopologySettings
 from webhook.controller.run import run_controller
@@ -126,7 +126,7 @@ async def test_a_job_annotated_space_true_gets_a_routed_table_and_route_plan_on_
         try:
             async with (
                 extender_in_scheduler(conf, settings, allocate_events=False) as extender,
-                admission(repo, settings, namespace),
+                serving_admission(repo, settings, namespace),
             ):
                 with pytest.raises(KubeError) as refused:
                     await repo.create_object(JOBS, init_only_job("init-only", namespace))

@@ -32,7 +32,6 @@ import hashlib
 import json
 import os
 import socket
-import tempfile
 import time
 import uuid
 from collections.abc import AsyncIterator
@@ -42,14 +41,11 @@ from typing import Any
 
 import msgspec
 import pytest
-from aiohttp import web
 
-from certs import ServingCertificates, generate_bundle
 from emulation.cluster import device_annotation
-from tests.e2e.webhooks import registered_webhooks
+from tests.e2e.webhooks import serving_admission
 from tests.support import hccl_multi_qp
 from tests.support.tools import in_ci
-from webhook.admission.server import admission_app
 from webhook.common.metrics import Metrics
 from webhook.common.names import RANK_TABLE_VERSION_ANNOTATION
 from webhook.common.settings import ControllerSettings, PlanningSettings, Settings, TopologySettings
@@ -247,25 +243,6 @@ async def npu_nodes(repo: KubeRepository) -> list[str]:
     return nodes
 
 
-@contextlib.asynccontextmanager
-async def admission(repo: KubeRepository, settings: Settings, namespace: str) -> AsyncIterator[None]:
-    """ringroute's admission over TLS on loopback, registered with the shipped webhook configurations (renamed,
-    pointed at this server by URL, for the test's namespace only)."""
-    with tempfile.TemporaryDirectory() as cert_dir:
-        bundle = generate_bundle("ringroute-webhook", "ringroute-system", Path(cert_dir), extra_names=("127.0.0.1",))
-        certificates = ServingCertificates(Path(cert_dir))
-        runner = web.AppRunner(admission_app(settings, Metrics(), certificates=certificates))
-        await runner.setup()
-        site = web.TCPSite(runner, "127.0.0.1", 0, ssl_context=certificates.ssl_context())
-        await site.start()
-        port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-        try:
-            async with registered_webhooks(repo, namespace, port, bundle.ca_cert_pem):
-                yield
-        finally:
-            await runner.cleanup()
-
-
 async def play_device_plugin(repo: KubeRepository, namespace: str, late_pod: str | None, stop: asyncio.Event) -> None:
     """Annotate each pod with device info once it is bound, as the device plugin does when kubelet allocates the
     NPUs; `late_pod` LATE_S later than its binding would have it."""
@@ -345,7 +322,7 @@ async def test_training_starts_within_5_s_of_the_completed_table_with_the_right_
         late_pod = pods[2] if late else None
         device_plugin = asyncio.create_task(play_device_plugin(repo, namespace, late_pod, stop))
         try:
-            async with admission(repo, settings, namespace):
+            async with serving_admission(repo, settings, namespace):
                 job = await repo.create_object(JOBS, job_manifest(job_name, namespace, late_pod))
             command = job["spec"]["tasks"][0]["template"]["spec"]["containers"][0]["command"]
             assert command[:3] == ["/bin/sh", "/user/config/ringroute-launcher.sh", "--"], "admission wrapped it"

@@ -6,6 +6,7 @@ from __future__ import annotations
 import base64
 import copy
 import ssl
+import threading
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -19,6 +20,7 @@ from hypothesis import strategies as st
 
 from certs import ServingCertificates
 from emulation.admission import JOBS_RESOURCE, admission_review
+from webhook.admission import server
 from webhook.admission.jobview import as_mapping, read_job
 from webhook.admission.mutation import NO_FACTS, ClusterFacts, PatchOp, plan_create
 from webhook.admission.policy.network_topology import topology_facts
@@ -162,6 +164,24 @@ async def start(
         await runner.cleanup()
 
     return Service(f"https://127.0.0.1:{port}", session, metrics), stop
+
+
+def hold_large_answers(monkeypatch: Any) -> threading.Event:
+    """Large requests (over INLINE_MAX_BYTES) wait in the worker thread, off the event loop, until the returned
+    event is set; `monkeypatch` (pytest's) puts the handlers back after the test."""
+    release = threading.Event()
+    answer = server.AdmissionHandlers.answer
+
+    def held(
+        self: server.AdmissionHandlers, endpoint: server.Endpoint, body: bytes | bytearray
+    ) -> tuple[int, bytes, str]:
+        if len(body) > server.INLINE_MAX_BYTES:
+            assert threading.current_thread() is not threading.main_thread(), "large requests run off the loop"
+            release.wait(30)
+        return answer(self, endpoint, body)
+
+    monkeypatch.setattr(server.AdmissionHandlers, "answer", held)
+    return release
 
 
 def patch_of(answer: dict[str, Any]) -> list[dict[str, Any]]:

@@ -59,6 +59,8 @@ class StatusDetails(TypedDict, total=False):
     """`details` of a metav1.Status."""
 
     causes: list[StatusCause]
+    retryAfterSeconds: int
+    """The client may retry after this: the API server answers the denial with this Retry-After."""
 
 
 class Status(TypedDict, total=False):
@@ -210,7 +212,7 @@ class BadReviewError(ValueError):
     """The request body is not an AdmissionReview this service can answer (HTTP 400)."""
 
 
-def parse_review(body: bytes) -> AdmissionReview:
+def parse_review(body: bytes | bytearray) -> AdmissionReview:
     """Decode and check the envelope; raises BadReviewError with a one-line message naming the field."""
     try:
         review = orjson.loads(body)

@@ -9,10 +9,11 @@ to the API server; the controller creates the rank-table ConfigMap once the Job 
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
+import re
 import time
 from collections.abc import Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any, Literal
 
 import orjson
@@ -20,6 +21,7 @@ from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from webhook.admission.jobview import read_job
+from webhook.admission.large_requests import LargeRequests
 from webhook.admission.mutation import Mutation, encode_patch, plan_create, plan_update
 from webhook.admission.policy import Violation, classify, existing_violations, validate
 from webhook.admission.policy.network_topology import ClusterFacts
@@ -33,9 +35,10 @@ from webhook.admission.review import (
     StatusCause,
     parse_review,
 )
-from webhook.common.http_server import read_body
+from webhook.common.http_server import BusyError
 from webhook.common.metrics import Metrics
 from webhook.common.names import ADMISSION_REVIEW_API_VERSION, JOBS_PLURAL, RING_LABEL, VOLCANO_BATCH_GROUP
+from webhook.common.request_bodies import held_body
 from webhook.common.settings import Settings
 
 if TYPE_CHECKING:
@@ -46,11 +49,18 @@ log = logging.getLogger("ringroute.admission")
 MAX_BODY_BYTES = 7 * 1024 * 1024
 """Largest AdmissionReview accepted (the API server's own request limit is 3 MiB of object, doubled on UPDATE)."""
 INLINE_MAX_BYTES = 32 * 1024
-"""Requests up to this size are answered on the event loop (a few milliseconds at most); larger ones are decoded,
+"""Requests up to this size are answered on the event loop (a millisecond at most); larger ones are decoded,
 checked and encoded in a worker thread, so a large job never holds up the small ones for long."""
-HEAVY_QUEUE = 4
-"""Large requests admitted to the worker thread at once (running or waiting); more are answered at once with a
-429 denial that asks to retry, instead of waiting past the webhook's timeout."""
+LARGE_REQUEST_THREADS = 1
+"""Worker threads for large requests. One: the checks are pure Python, so more threads share one interpreter lock
+and answer no sooner (bench/burst.py measures 1, 2 and 4 threads, and processes)."""
+SMALL_BODY_ROOM = 2 * 1024 * 1024
+"""Room in the body buffer that large bodies (read, or waiting for their turn) leave to small ones: small requests
+are read at once whatever waits."""
+RETRY_AFTER_S = 1
+"""What a busy answer asks the client to wait before it retries (kubectl and client-go retry by themselves)."""
+_UID_AHEAD = re.compile(rb'"request"\s*:\s*\{\s*"uid"\s*:\s*"([A-Za-z0-9._:-]{1,128})"')
+"""`request.uid` where the API server puts it, first in the request (Go writes struct fields in order)."""
 
 Endpoint = Literal["validate", "mutate"]
 
@@ -65,6 +75,13 @@ def _problem(status: int, message: str) -> web.Response:
     body = {"kind": "Status", "apiVersion": "v1", "status": "Failure", "code": status, "reason": reason}
     body["message"] = message
     return _json_response(body, status)
+
+
+def _bad_review(exc: BadReviewError) -> tuple[int, bytes, str]:
+    """The answer to a body that is not an AdmissionReview: HTTP 400 naming the field."""
+    problem = _problem(400, str(exc))
+    assert isinstance(problem.body, bytes)
+    return 400, problem.body, "bad_request"
 
 
 def _closing(response: web.Response) -> web.Response:
@@ -103,59 +120,69 @@ class AdmissionHandlers:
         # What `ringroute serve` finds out about the cluster and keeps current (replaced whole, never changed in
         # place: a request reads one snapshot); nothing without an API server.
         self.cluster_facts = ClusterFacts()
-        # One thread: large requests take turns, and the event loop keeps answering the small ones meanwhile
-        # (the interpreter switches threads every few milliseconds).
-        self._heavy = ThreadPoolExecutor(max_workers=1, thread_name_prefix="admission-large")
-        self._heavy_queued = 0
+        # Large requests take turns, and the event loop keeps answering the small ones meanwhile (the interpreter
+        # switches threads every few milliseconds).
+        self.large = LargeRequests(LARGE_REQUEST_THREADS)
 
     def close(self) -> None:
-        """Stop the worker thread (waiting for the request it is checking)."""
-        self._heavy.shutdown(wait=True, cancel_futures=True)
+        """Stop the worker threads (waiting for the requests they are checking)."""
+        self.large.close()
 
-    async def _read_body(self, request: web.Request) -> bytes | web.Response:
+    def _refused_unread(self, request: web.Request) -> web.Response | None:
+        """413 or 415 from the headers alone (the body is not read)."""
         if request.content_length is not None and request.content_length > MAX_BODY_BYTES:
             return _closing(
                 _problem(413, f"request body is {request.content_length} bytes; the limit is {MAX_BODY_BYTES}")
             )
         if request.content_type != "application/json":
             return _closing(_problem(415, f'Content-Type must be "application/json" (got "{request.content_type}")'))
-        try:
-            # Within the server's body timeout and body buffer (admission.server).
-            return await read_body(request, MAX_BODY_BYTES)
-        except web.HTTPRequestEntityTooLarge:
-            return _closing(_problem(413, f"request body exceeds the limit of {MAX_BODY_BYTES} bytes"))
+        return None
 
     async def _handle(self, request: web.Request, endpoint: Endpoint) -> web.Response:
         started = time.perf_counter()
+        # The API server gives up `timeoutSeconds` after it sent the request: answer within answerWithinS of it.
+        deadline = asyncio.get_running_loop().time() + self.settings.admission.answer_within_s
         verdict = "bad_request"
         try:
-            body = await self._read_body(request)
-            if isinstance(body, web.Response):
-                return body
-            if len(body) <= INLINE_MAX_BYTES:
-                status, payload, verdict = self.answer(endpoint, body)
-            elif self._heavy_queued >= HEAVY_QUEUE:
-                status, payload, verdict = 200, self._busy(body), "busy"
-            else:
-                self._heavy_queued += 1
-                try:
-                    loop = asyncio.get_running_loop()
-                    status, payload, verdict = await loop.run_in_executor(self._heavy, self.answer, endpoint, body)
-                finally:
-                    self._heavy_queued -= 1
+            refused = self._refused_unread(request)
+            if refused is not None:
+                return refused
+            try:
+                status, payload, verdict = await self._answer_read(request, endpoint, deadline, started)
+            except web.HTTPRequestEntityTooLarge:
+                return _closing(_problem(413, f"request body exceeds the limit of {MAX_BODY_BYTES} bytes"))
+            except BusyError as exc:
+                verdict = "busy"
+                return self._unread_busy(request, endpoint, exc)
             return web.Response(body=payload, status=status, content_type="application/json")
         finally:
             self.metrics.admission_requests.labels(endpoint, verdict).inc()
             self.metrics.admission_latency.labels(endpoint).observe(time.perf_counter() - started)
 
-    def answer(self, endpoint: Endpoint, body: bytes) -> tuple[int, bytes, str]:
+    async def _answer_read(
+        self, request: web.Request, endpoint: Endpoint, deadline: float, started: float
+    ) -> tuple[int, bytes, str]:
+        """The answer to a request once its body is read (within the server's body timeout and body buffer, and by
+        `deadline`): a small one at once, a large one when a worker thread is free for it, or busy when that comes
+        too late. The body keeps its room in the buffer until then; a large one leaves the last SMALL_BODY_ROOM."""
+        small = request.content_length is not None and request.content_length <= INLINE_MAX_BYTES
+        leave = 0 if small else SMALL_BODY_ROOM
+        async with held_body(request, MAX_BODY_BYTES, answer_by=deadline, leave=leave) as body:
+            if len(body) <= INLINE_MAX_BYTES:
+                return self.answer(endpoint, body)
+            ahead = self.large.ahead
+            answered = await self.large.run(functools.partial(self.answer, endpoint, body), deadline)
+            if answered is not None:
+                return answered
+            self.metrics.admission_busy.labels(endpoint, "denied").inc()
+            return self._busy(body, endpoint, ahead, time.perf_counter() - started)
+
+    def answer(self, endpoint: Endpoint, body: bytes | bytearray) -> tuple[int, bytes, str]:
         """(HTTP status, JSON body, metrics verdict) of one request body; runs on the loop or in the worker."""
         try:
             review = parse_review(body)
         except BadReviewError as exc:
-            problem = _problem(400, str(exc))
-            assert isinstance(problem.body, bytes)
-            return 400, problem.body, "bad_request"
+            return _bad_review(exc)
         admission = review["request"]
         uid = admission["uid"]
         if not _is_labelled_job(admission):
@@ -166,18 +193,57 @@ class AdmissionHandlers:
         answer, verdict = work(admission, at_most)
         return 200, orjson.dumps(_review(uid, answer)), verdict
 
-    def _busy(self, body: bytes) -> bytes:
-        try:
-            uid = parse_review(body)["request"]["uid"]
-        except BadReviewError:
-            uid = ""
-        log.warning("event=admission_busy uid=%s queued=%d", uid, self._heavy_queued)
+    def _busy(self, body: bytes | bytearray, endpoint: Endpoint, ahead: int, waited_s: float) -> tuple[int, bytes, str]:
+        """The busy denial of a request that got no turn in time: HTTP 200, `allowed: false`, code 429 with
+        `retryAfterSeconds`, which the API server hands on to the client as a 429 with Retry-After (kubectl and
+        client-go then retry by themselves)."""
+        found = _UID_AHEAD.search(body, 0, 4096)
+        if found is not None:
+            uid = found.group(1).decode("ascii")
+        else:
+            try:
+                uid = parse_review(body)["request"]["uid"]
+            except BadReviewError as exc:
+                return _bad_review(exc)
+        within = self.settings.admission.answer_within_s
+        log.warning("event=admission_busy endpoint=%s uid=%s ahead=%d waited_s=%.2f", endpoint, uid, ahead, waited_s)
         status: Status = {
             "code": 429,
             "reason": "TooManyRequests",
-            "message": f"ringroute is checking {self._heavy_queued} other large jobs; retry in a few seconds",
+            "message": f"ringroute is busy: it could not check this job within {within:g} s "
+            f"(admission.answerWithinS), after {ahead} other large job{'' if ahead == 1 else 's'}; "
+            "retry in a few seconds",
+            "details": {"retryAfterSeconds": RETRY_AFTER_S},
         }
-        return orjson.dumps(_review(uid, {"allowed": False, "status": status}))
+        return 200, orjson.dumps(_review(uid, {"allowed": False, "status": status})), "busy"
+
+    def _unread_busy(self, request: web.Request, endpoint: Endpoint, exc: BusyError) -> web.Response:
+        """HTTP 429 for a request whose body could not be read in time: the API server applies the webhook's failure
+        policy (ringroute's: Fail) with this message; refused at once, it retries first (Retry-After)."""
+        self.metrics.admission_busy.labels(endpoint, "refused_at_once" if exc.at_once else "refused_late").inc()
+        log.warning(
+            "event=admission_busy endpoint=%s bytes=%s unread=true detail=%r",
+            endpoint,
+            request.content_length,
+            str(exc),
+        )
+        if exc.at_once:
+            message = (
+                "ringroute is busy: more request bodies wait to be read than it could read in time "
+                f"(admission.server.bodyBufferMib); retry in {RETRY_AFTER_S} s"
+            )
+        else:
+            within = self.settings.admission.answer_within_s
+            message = (
+                f"ringroute is busy: it could not read this {request.content_length}-byte request within {within:g} s "
+                "(admission.answerWithinS); retry in a few seconds"
+            )
+        body = {"kind": "Status", "apiVersion": "v1", "status": "Failure", "code": 429, "reason": "TooManyRequests"}
+        body["message"] = message
+        response = _closing(_json_response(body, 429))
+        if exc.at_once:
+            response.headers["Retry-After"] = str(RETRY_AFTER_S)
+        return response
 
     async def validate(self, request: web.Request) -> web.Response:
         """POST /jobs/validate."""

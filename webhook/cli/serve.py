@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from webhook.cli.errors import CommandError
 from webhook.cli.inputs import read_settings
+from webhook.common.lifeline import tied_process
 from webhook.common.settings import ExtenderSettings
 
 if TYPE_CHECKING:
@@ -174,8 +175,9 @@ def _worker_main(options: ServeOptions, primary: bool) -> None:
 
 def _run_workers(options: ServeOptions) -> int:
     context = multiprocessing.get_context("spawn")
+    # Each worker ends with this process, even when it is killed (and the worker's own children with the worker).
     workers = [
-        context.Process(target=_worker_main, args=(options, i == 0), name=f"ringroute-worker-{i}", daemon=False)
+        tied_process(context, _worker_main, (options, i == 0), name=f"ringroute-worker-{i}", daemon=False)
         for i in range(options.workers)
     ]
     for worker in workers:
@@ -334,7 +336,7 @@ async def supervise_extender(options: ServeOptions, stop: asyncio.Event) -> None
     loop = asyncio.get_running_loop()
     restarts = 0
     while not stop.is_set():
-        process = context.Process(target=_extender_main, args=(options,), name="ringroute-extender", daemon=True)
+        process = tied_process(context, _extender_main, (options,), name="ringroute-extender")
         process.start()
         log.info("event=extender_process_started pid=%s", process.pid)
         exited: asyncio.Future[Any] = loop.create_future()

@@ -37,6 +37,7 @@ from webhook.common.http_server import (
     BUSY,
     HEADERS,
     IDLE,
+    LINGER_S,
     BodyTimeoutError,
     ConnectionLimiter,
     LimitedConnection,
@@ -48,11 +49,9 @@ from webhook.common.settings import ServerLimits
 
 log = logging.getLogger("ringroute.http")
 
-LINGER_S = 2.0
 LINGER_BYTES = 4 * 2**20
-"""After refusing a request whose rest is still coming, its bytes are read and dropped for up to LINGER_S or
-LINGER_BYTES before the connection is closed: closing a socket with unread input makes the kernel reset the
-connection, and the client may then lose the answer that says why (Go's servers and nginx linger the same way)."""
+"""How much a refused request's connection drops while it lingers (LINGER_S) before it is closed: plain HTTP, where
+a byte dropped costs only its copy."""
 
 MAX_HEAD_BYTES = 64 * 1024
 """Longest request head (request line and headers) read; a longer one is answered 431 (Go's servers allow 1 MiB,

@@ -8,9 +8,9 @@ handler wait for a body forever. `serve` adds, per `ServerLimits`:
   connections cannot lock clients out (as nginx reuses its idle keep-alive connections);
 - a header timeout: a request's headers must arrive within `header_timeout_s` of its first byte (of the connection,
   for the first request; a TLS handshake has as long);
-- a body timeout and a body buffer: `read_body` (or `body_window` around a handler's own reading) reads a body
-  only when it fits in `body_buffer_mib` together with the bodies being read, and only for `body_timeout_s` after
-  the request's headers; a late body is answered 408 and its connection closed;
+- a body timeout and a body buffer: `webhook.common.request_bodies` reads a body only when it fits in
+  `body_buffer_mib` together with the bodies being read (or held until answered), and only for `body_timeout_s`
+  after the request's headers; a late body is answered 408 and its connection closed;
 - the keep-alive timeout, handed to aiohttp.
 
 Connections are served by aiohttp's own protocol, wrapped to see data arrive. A connection is busy from the start
@@ -23,12 +23,15 @@ import asyncio
 import contextlib
 import ctypes
 import ctypes.util
+import fcntl
 import logging
 import resource
 import socket
 import ssl
+import struct
+import termios
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
 from aiohttp import web
@@ -43,6 +46,24 @@ CONNECTING, IDLE, HEADERS, BUSY = "connecting", "idle", "headers", "busy"
 """A connection's states: in its TLS handshake; waiting for a request; reading a request's headers; in a handler."""
 
 
+LINGER_S = 2.0
+"""After refusing a request whose rest is still coming, its bytes are read and dropped for up to LINGER_S (and a
+number of bytes) before the connection is closed: closing a socket with unread input makes the kernel reset the
+connection, and the client may then lose the answer that says why (Go's servers and nginx linger the same way)."""
+LINGER_BYTES = 256 * 2**10
+"""How much a connection here drops while it lingers: over TLS every byte is decrypted first, and a client has its
+answer long before (Go's HTTP server drops as much of a body its handler left unread)."""
+
+FRESH_GRACE_S = 1.0
+"""A connection that has not sent a request yet may be closed to make room only once it is this old: its request
+may be on its way, and an idle one is as old soon enough."""
+
+ROOM_QUEUE_BUFFERS = 4
+"""Bodies wait for room in the body buffer (`queue_limited`) behind at most this many buffers of other waiting
+bodies; a body beyond is refused at once. Waiting bodies are not in memory yet: the bound frees a flood's
+connections at once, where their wait could not end in time (bodies are read and checked at about 100 MiB/s, so
+four buffers of 64 MiB take about the webhook timeout to drain)."""
+
 _EVICTION_RETRY_S = 0.2
 """At the cap with no connection evictable, how often to look again while a client waits in the backlog."""
 
@@ -52,6 +73,27 @@ LimitedConnectionT = TypeVar("LimitedConnectionT", bound="LimitedConnection")
 
 class BodyTimeoutError(TimeoutError):
     """A request body did not arrive within the body timeout (or room for it did not free up)."""
+
+
+class BusyError(BodyTimeoutError):
+    """Too busy to take a request body in time: no room in the body buffer, or the body not read, by its deadline;
+    or (`at_once`) refused without waiting, as more bodies wait for room than could be read in time."""
+
+    def __init__(self, message: str, *, at_once: bool) -> None:
+        super().__init__(message)
+        self.at_once = at_once
+
+
+def unread_bytes(transport: asyncio.BaseTransport) -> int:
+    """Bytes the kernel holds for the transport's socket that have not been read yet (0 when it cannot tell)."""
+    sock = transport.get_extra_info("socket")
+    if sock is None:
+        return 0
+    try:
+        count: int = struct.unpack("i", fcntl.ioctl(sock.fileno(), termios.FIONREAD, b"\0\0\0\0"))[0]
+    except (OSError, ValueError):
+        return 0
+    return count
 
 
 class LimitedConnection(asyncio.BaseProtocol):
@@ -83,9 +125,14 @@ class LimitedConnection(asyncio.BaseProtocol):
             self.abort("header_timeout")
 
     def evictable(self) -> bool:
-        """Idle, with nothing of a response left to write."""
+        """Idle: nothing of a response left to write, and nothing the client sent left unread (a request that the
+        kernel holds while the loop is busy with others is not idleness)."""
         transport = self.transport
-        return isinstance(transport, asyncio.WriteTransport) and transport.get_write_buffer_size() == 0
+        return (
+            isinstance(transport, asyncio.WriteTransport)
+            and transport.get_write_buffer_size() == 0
+            and unread_bytes(transport) == 0
+        )
 
     def abort(self, why: str) -> None:
         """Close at once (a TLS connection without its closing handshake)."""
@@ -109,8 +156,10 @@ class Connection(LimitedConnection, asyncio.Protocol):
         self.request: web.BaseRequest | None = None
         """The request being handled: bytes that arrive before its body is complete are body, not a next request."""
         self.close_when_sent = False
-        """The response closes the connection: close it as soon as it is sent, instead of letting aiohttp read
-        (for up to 10 s) the rest of a body that was refused or came too slowly."""
+        """The response closes the connection: once it is sent, linger (LINGER_S, LINGER_BYTES) and close,
+        instead of letting aiohttp read (for up to 10 s) the rest of a body that was refused or came too slowly."""
+        self.lingering = -1
+        """Bytes dropped since the response that closes the connection was sent (-1: not lingering)."""
         self.released = False
 
     # -- asyncio.Protocol ------------------------------------------------------------------------------------------
@@ -124,6 +173,11 @@ class Connection(LimitedConnection, asyncio.Protocol):
         self._arm()
 
     def data_received(self, data: bytes) -> None:
+        if self.lingering >= 0:
+            self.lingering += len(data)
+            if self.lingering > LINGER_BYTES:
+                self._close("linger_limit")
+            return
         if self.state == IDLE and data:
             self.limiter.busy(self, HEADERS)
             self._arm()
@@ -132,6 +186,8 @@ class Connection(LimitedConnection, asyncio.Protocol):
         self.inner.data_received(data)
 
     def eof_received(self) -> bool | None:
+        if self.lingering >= 0:
+            return False  # the client has read the answer and is done sending: close
         return self.inner.eof_received()
 
     def connection_lost(self, exc: Exception | None) -> None:
@@ -159,7 +215,11 @@ class Connection(LimitedConnection, asyncio.Protocol):
         if self.transport is None or self.transport.is_closing() or self.released:
             return
         if self.close_when_sent:
-            self.transport.close()  # after what is buffered (the response) is written
+            # Drop what the client still sends for a moment, so that the kernel does not reset the connection
+            # (losing the response) as it would when closing it with input unread.
+            self.lingering = 0
+            self.transport.resume_reading()
+            self.arm(LINGER_S, lambda: self._close("linger_timeout"))
             return
         self.limiter.idle(self)
         if self.pending:  # the next request's bytes are here already: its headers are due
@@ -169,6 +229,13 @@ class Connection(LimitedConnection, asyncio.Protocol):
     def _arm(self) -> None:
         self.arm(self.limiter.limits.header_timeout_s, self.headers_late)
 
+    def _close(self, why: str) -> None:
+        """Close after what is buffered (the response) is written."""
+        self.disarm()
+        if self.transport is not None and not self.transport.is_closing():
+            log.debug("event=connection_closed reason=%s", why)
+            self.transport.close()
+
 
 class ConnectionLimiter:
     """The connections of one server: their count against the cap, who is idle, and the body buffer."""
@@ -176,14 +243,16 @@ class ConnectionLimiter:
     def __init__(self, limits: ServerLimits) -> None:
         self.limits = limits
         self.open = 0
-        self._idle: OrderedDict[LimitedConnection, None] = OrderedDict()
-        """Idle connections, longest idle first."""
+        self._idle: OrderedDict[LimitedConnection, float] = OrderedDict()
+        """Idle connections and since when (loop time), longest idle first."""
         self._fresh: set[LimitedConnection] = set()
         """Connections that have not started a request yet."""
         self._changed = asyncio.Event()
         self._by_handler: dict[object, Connection] = {}
         self._buffered = 0
         self._buffer_freed = asyncio.Event()
+        self.waiting_for_room = 0
+        """Bytes of the bodies waiting for room in the body buffer."""
         self.header_timeouts = 0
         """Connections closed because headers came too slowly (for tests and metrics)."""
         self.body_timeouts = 0
@@ -217,7 +286,7 @@ class ConnectionLimiter:
 
     def idle(self, conn: LimitedConnection) -> None:
         conn.state = IDLE
-        self._idle[conn] = None
+        self._idle[conn] = asyncio.get_running_loop().time()
         self._idle.move_to_end(conn)
         self._changed.set()
 
@@ -236,8 +305,12 @@ class ConnectionLimiter:
         return self._by_handler.get(request.protocol)
 
     def evict_one(self) -> bool:
-        """Close the connection idle longest; False when none is idle."""
-        for conn in self._idle:
+        """Close the connection idle longest (one without a request yet once FRESH_GRACE_S old); False when none
+        is."""
+        now = asyncio.get_running_loop().time()
+        for conn, since in self._idle.items():
+            if conn in self._fresh and now - since < FRESH_GRACE_S:
+                continue
             if conn.evictable():
                 self.evictions += 1
                 conn.abort("evicted_at_connection_cap")
@@ -260,37 +333,40 @@ class ConnectionLimiter:
 
     # -- request bodies --------------------------------------------------------------------------------------------
 
-    @contextlib.asynccontextmanager
-    async def body_room(self, size: int, deadline: float) -> AsyncIterator[None]:
-        """Hold `size` bytes of the body buffer while a body is read; wait for room until `deadline`."""
-        held = await self.reserve_body(size, deadline)
-        try:
-            yield
-        finally:
-            self.release_body(held)
-
-    def try_reserve_body(self, size: int) -> int | None:
+    def try_reserve_body(self, size: int, *, leave: int = 0) -> int | None:
         """Hold room for a body of `size` bytes in the body buffer now: the bytes held (give them back with
-        `release_body`), or None when it does not fit beside the bodies being read. A body larger than the whole
-        buffer gets the whole buffer, once no other is being read."""
+        `release_body`), or None when it does not fit beside the bodies being read without taking the last `leave`
+        bytes of the buffer. A body larger than that gets it, once no other is being read."""
         size = min(size, self.limits.body_buffer_mib * 2**20)
-        if self._buffered and self._buffered + size > self.limits.body_buffer_mib * 2**20:
+        if self._buffered and self._buffered + size > self.limits.body_buffer_mib * 2**20 - leave:
             return None
         self._buffered += size
         return size
 
-    async def reserve_body(self, size: int, deadline: float) -> int:
-        """`try_reserve_body`, waiting for room until `deadline` (BodyTimeoutError after it)."""
+    async def reserve_body(self, size: int, deadline: float, *, leave: int = 0, queue_limited: bool = False) -> int:
+        """`try_reserve_body`, waiting for room until `deadline` (then BodyTimeoutError). `queue_limited`: raise
+        BusyError instead, and at once when the bodies waiting for room would fill ROOM_QUEUE_BUFFERS buffers."""
+        held = self.try_reserve_body(size, leave=leave)
+        if held is not None:
+            return held
+        buffer = self.limits.body_buffer_mib * 2**20
+        size = min(size, buffer)
+        if queue_limited and self.waiting_for_room + size > ROOM_QUEUE_BUFFERS * buffer:
+            raise BusyError(f"{self.waiting_for_room} bytes of request bodies wait for room already", at_once=True)
         loop = asyncio.get_running_loop()
-        while (held := self.try_reserve_body(size)) is None:
-            self._buffer_freed.clear()
-            try:
-                async with asyncio.timeout_at(deadline):
-                    await self._buffer_freed.wait()
-            except TimeoutError:
-                raise BodyTimeoutError("no room to read the body within the body timeout") from None
-            if loop.time() >= deadline:
-                raise BodyTimeoutError("no room to read the body within the body timeout")
+        self.waiting_for_room += size
+        try:
+            while (held := self.try_reserve_body(size, leave=leave)) is None:
+                if loop.time() >= deadline:
+                    if queue_limited:
+                        raise BusyError("no room to read the body in time", at_once=False)
+                    raise BodyTimeoutError("no room to read the body within the body timeout")
+                self._buffer_freed.clear()
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout_at(deadline):
+                        await self._buffer_freed.wait()
+        finally:
+            self.waiting_for_room -= size
         return held
 
     def release_body(self, held: int) -> None:
@@ -308,52 +384,16 @@ async def _readable(sock: socket.socket) -> None:
         if not ready.done():
             ready.set_result(None)
 
-    loop.add_reader(sock.fileno(), wake)
+    fd = sock.fileno()
+    loop.add_reader(fd, wake)
     try:
         await ready
     finally:
-        loop.remove_reader(sock.fileno())
+        loop.remove_reader(fd)  # by number: a server that stops at its cap has closed the socket already
 
 
 LIMITER_KEY = web.AppKey("connection_limiter", ConnectionLimiter)
 """The app's ConnectionLimiter (set by `serve`)."""
-
-
-@contextlib.asynccontextmanager
-async def body_window(request: web.BaseRequest, size: int) -> AsyncIterator[None]:
-    """Room for a body of `size` bytes in the body buffer, and the body timeout around reading it (counted from
-    now, which is when the handler starts: right after the request's headers). BodyTimeoutError when room or the
-    body does not come in time. Without a limiter (the app not served by `serve`), no limits."""
-    limiter = request.app.get(LIMITER_KEY) if isinstance(request, web.Request) else None
-    if limiter is None:
-        yield
-        return
-    timeout = limiter.limits.body_timeout_s
-    deadline = asyncio.get_running_loop().time() + timeout
-    async with limiter.body_room(size, deadline):
-        try:
-            async with asyncio.timeout_at(deadline):
-                yield
-        except TimeoutError:
-            limiter.body_timeouts += 1
-            raise BodyTimeoutError(f"the request body did not arrive within {timeout:g} s") from None
-
-
-async def read_body(request: web.Request, limit: int) -> bytes:
-    """The request body within the body timeout and the body buffer: at most `limit` bytes, else
-    web.HTTPRequestEntityTooLarge (from Content-Length before reading, or once more than `limit` arrived)."""
-    length = request.content_length
-    if length is not None and length > limit:
-        raise web.HTTPRequestEntityTooLarge(max_size=limit, actual_size=length)
-    chunks: list[bytes] = []
-    received = 0
-    async with body_window(request, limit if length is None else length):
-        while chunk := await request.content.readany():
-            received += len(chunk)
-            if received > limit:
-                raise web.HTTPRequestEntityTooLarge(max_size=limit, actual_size=received)
-            chunks.append(chunk)
-    return b"".join(chunks)
 
 
 @web.middleware
@@ -587,11 +627,10 @@ __all__ = [
     "ConnectionLimiter",
     "LimitedConnection",
     "LimitedSite",
+    "BusyError",
     "accept_connections",
-    "body_window",
     "ensure_open_files",
     "keep_freed_memory_returnable",
     "listening_sockets",
-    "read_body",
     "serve",
 ]

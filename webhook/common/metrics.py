@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, ProcessCollector
 
-_LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5)
+_LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 
 
 @dataclass(frozen=True)
@@ -36,6 +36,19 @@ class Metrics:
                 "Admission handling time by endpoint.",
                 ["endpoint"],
                 buckets=_LATENCY_BUCKETS,
+                registry=r,
+            ),
+        )
+        set_(
+            self,
+            "admission_busy",
+            Counter(
+                "ringroute_admission_busy_total",
+                "Admission requests answered busy (also counted as verdict busy), by endpoint and answer: denied "
+                "(read, but no worker thread free within admission.answerWithinS: HTTP 200, allowed false, code 429), "
+                "refused_at_once (more bodies wait for room than could be read in time: HTTP 429 with Retry-After), "
+                "refused_late (its body not read within admission.answerWithinS: HTTP 429).",
+                ["endpoint", "answer"],
                 registry=r,
             ),
         )
@@ -256,6 +269,7 @@ class Metrics:
 
     admission_requests: Counter = field(init=False)
     admission_latency: Histogram = field(init=False)
+    admission_busy: Counter = field(init=False)
     admission_violations: Counter = field(init=False)
     configmap_creates: Counter = field(init=False)
     plans: Counter = field(init=False)

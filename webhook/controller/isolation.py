@@ -7,8 +7,9 @@ with a data-size limit (`RLIMIT_DATA`), the plan gets a MemoryError instead (and
 `webhook.controller.budget`), a plan past the time limit is killed, and admission keeps its interpreter.
 
 One worker, one plan at a time, started ahead of the first plan (a fresh interpreter: about 2 s to import numpy and
-scipy, outside the time limit) and restarted after it was killed or died. Only the standard library is imported
-here, so the worker sets its limits before anything heavy is loaded.
+scipy, outside the time limit) and restarted after it was killed or died; it ends when the process that started it
+does (`webhook.common.lifeline`). Only the standard library is imported here, so the worker sets its limits before
+anything heavy is loaded.
 """
 
 from __future__ import annotations
@@ -25,6 +26,8 @@ from collections.abc import Callable
 from multiprocessing.connection import Connection
 from multiprocessing.process import BaseProcess
 from typing import Any, TypeVar
+
+from webhook.common.lifeline import tied_process
 
 log = logging.getLogger("ringroute.controller")
 
@@ -164,11 +167,9 @@ class PlanningProcess:
             return self._conn
         self._stop()
         parent, child = self._context.Pipe()
-        process = self._context.Process(
-            target=_serve,
-            args=(child, self.memory_limit_mib * 1024 * 1024, self.preload),
-            name="ringroute-planner",
-            daemon=True,
+        # Ended with this process, however it ends: a plan never runs on for a parent that was killed.
+        process = tied_process(
+            self._context, _serve, (child, self.memory_limit_mib * 1024 * 1024, self.preload), name="ringroute-planner"
         )
         process.start()
         child.close()

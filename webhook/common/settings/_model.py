@@ -292,6 +292,9 @@ class AdmissionSettings(msgspec.Struct, frozen=True, forbid_unknown_fields=True)
     max_job_kib: Annotated[int, msgspec.Meta(ge=64, le=65536)] = 1536
     """Largest job admitted, in KiB of JSON, with what ringroute adds to it: a larger one is denied, naming its size
     (1536 is about the most etcd stores per object by default, so the API server could not store a larger job)."""
+    answer_within_s: Annotated[float, msgspec.Meta(gt=0, le=29)] = 4.0
+    """A review still waiting this long after its headers (for room to read its body, or its turn) is refused as
+    busy: the shipped webhooks' timeoutSeconds (5) less 1 s for the network; keep it below yours."""
     server: ServerLimits = ServerLimits()
     """Connections and timeouts of the admission HTTPS server (requests are at most 7 MiB)."""
 
