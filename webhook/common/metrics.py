@@ -251,7 +251,7 @@ class Metrics:
             Histogram(
                 "ringroute_fabric_ledger_rebuild_seconds",
                 "Time to rebuild the fabric load ledger from every completed rank-table ConfigMap.",
-                buckets=(*_LATENCY_BUCKETS, 5.0, 10.0, 30.0),
+                buckets=(*_LATENCY_BUCKETS, 30.0, 60.0),
                 registry=r,
             ),
         )
