@@ -46,7 +46,7 @@ from planner import (  # noqa: E402
     samples_to_learn,
 )
 from planner._hash_model import key_int  # noqa: E402
-from planner.sim._gf2 import parity  # noqa: E402
+from planner.fabric._gf2 import parity  # noqa: E402
 
 Tuples = tuple[np.ndarray, np.ndarray, np.ndarray]
 Answer = Callable[[Tuples], np.ndarray]

@@ -1,7 +1,7 @@
 """ringroute's planning library: topology model, rank-table formats, rank planning, route pinning, simulation.
 
 Pure: numpy/scipy in, plain data out. It imports nothing from `webhook`, aiohttp or kubernetes_asyncio.
-Every public name lives here; the modules under `io`, `core` and `sim` are private. Names load on first use
+Every public name lives here; the modules under `io`, `core`, `sim` and `fabric` are private. Names load on first use
 (PEP 562), so `from planner import Fabric` costs no numpy or scipy import: settings parsing and `ringroute --help`
 stay fast.
 """
@@ -79,7 +79,7 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
     "planner.core._plan": ("plan_ranks",),
     "planner.core._ring_order": ("RingOrder", "ring_order"),
     "planner.core._result": ("STATUS_MESSAGES", "PlanResult"),
-    "planner.core._steer": ("SteeringResult", "steer_source_ports"),
+    "planner.core._source_ports": ("SteeringResult", "steer_source_ports"),
     "planner.core._fabric_load": ("check_one_fabric", "fabric_ledger", "resolve_nodes", "running_job_traffic"),
     "planner.io._running_job": (
         "RANK_TABLE_FILE",
@@ -90,7 +90,7 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
         "RunningJob",
         "read_running_job",
     ),
-    "planner.sim._fabric": ("FabricLinks", "LinkBackground", "LinkName", "fabric_links"),
+    "planner.sim._fabric_links": ("FabricLinks", "LinkBackground", "LinkName", "fabric_links"),
     "planner.sim._ledger": (
         "Delivery",
         "FabricLedger",
@@ -109,7 +109,7 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
         "read_qp_port_config",
         "render_qp_port_config",
     ),
-    "planner.sim._calibrate": (
+    "planner.fabric._calibrate": (
         "CALIBRATION_STATUS_MESSAGES",
         "CalibrationResult",
         "CalibrationStatus",
@@ -133,12 +133,18 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
     "planner.sim._loads": ("ecmp_max_loads", "flow_rates", "link_loads", "max_link_loads", "max_min_rates"),
     "planner.sim._network": ("LINK_TIER_LEAF", "LINK_TIER_NIC", "LINK_TIER_SPINE", "JobNetwork", "job_network"),
     "planner.sim._patterns": ("halving_doubling_sizes", "halving_doubling_steps", "lambda_star", "ring_flows"),
-    "planner.sim._hashing": ("compile_switch_hash", "hash_output"),
+    "planner.fabric._hashing": ("compile_switch_hash", "hash_output"),
     "planner.sim._pinning": ("pin_routes", "routes_from_assignment"),
-    "planner.sim._steering": ("DEFAULT_PORT_RANGE", "CompiledModel", "SourcePorts", "hashed_routes", "spread_ports"),
+    "planner.fabric._port_search": (
+        "DEFAULT_PORT_RANGE",
+        "CompiledModel",
+        "SourcePorts",
+        "hashed_routes",
+        "spread_ports",
+    ),
     # matplotlib is imported only when a plot is drawn (the optional `plot` extra)
     "planner.sim._plot": ("link_load_figure", "plot_link_loads"),
-    "planner.sim._probes": (
+    "planner.fabric._probes": (
         "DEFAULT_PROBE_PORTS",
         "AddressPool",
         "SwitchProbes",
@@ -187,7 +193,28 @@ if TYPE_CHECKING:
     from planner.core._plan import plan_ranks
     from planner.core._result import STATUS_MESSAGES, PlanResult
     from planner.core._ring_order import RingOrder, ring_order
-    from planner.core._steer import SteeringResult, steer_source_ports
+    from planner.core._source_ports import SteeringResult, steer_source_ports
+    from planner.fabric._calibrate import (
+        CALIBRATION_STATUS_MESSAGES,
+        CalibrationResult,
+        CalibrationStatus,
+        HoldoutCheck,
+        SwitchCalibration,
+        calibrate_hash_model,
+        describe_switch_hash,
+        samples_to_learn,
+    )
+    from planner.fabric._hashing import compile_switch_hash, hash_output
+    from planner.fabric._port_search import DEFAULT_PORT_RANGE, CompiledModel, SourcePorts, hashed_routes, spread_ports
+    from planner.fabric._probes import (
+        DEFAULT_PROBE_PORTS,
+        AddressPool,
+        SwitchProbes,
+        address_pool,
+        fabric_switches,
+        probe_tuples,
+        switch_pools,
+    )
     from planner.io._device_annotations import DEFAULT_ANNOTATION_KEYS
     from planner.io._hash_model_file import dump_hash_model, hash_model_document, load_hash_model, read_hash_model
     from planner.io._hash_samples import MAX_SAMPLE_LINE_CHARS, MAX_SAMPLES, dump_hash_probes, read_hash_samples
@@ -237,16 +264,6 @@ if TYPE_CHECKING:
         topology_from_nodes,
         topology_from_tor_configmap,
     )
-    from planner.sim._calibrate import (
-        CALIBRATION_STATUS_MESSAGES,
-        CalibrationResult,
-        CalibrationStatus,
-        HoldoutCheck,
-        SwitchCalibration,
-        calibrate_hash_model,
-        describe_switch_hash,
-        samples_to_learn,
-    )
     from planner.sim._colouring import edge_colouring
     from planner.sim._evaluate import (
         LinkLoads,
@@ -258,8 +275,7 @@ if TYPE_CHECKING:
         paired_difference,
         ring_cross_edges,
     )
-    from planner.sim._fabric import FabricLinks, LinkBackground, LinkName, fabric_links
-    from planner.sim._hashing import compile_switch_hash, hash_output
+    from planner.sim._fabric_links import FabricLinks, LinkBackground, LinkName, fabric_links
     from planner.sim._ledger import (
         Delivery,
         FabricLedger,
@@ -276,17 +292,7 @@ if TYPE_CHECKING:
     from planner.sim._patterns import halving_doubling_sizes, halving_doubling_steps, lambda_star, ring_flows
     from planner.sim._pinning import pin_routes, routes_from_assignment
     from planner.sim._plot import link_load_figure, plot_link_loads
-    from planner.sim._probes import (
-        DEFAULT_PROBE_PORTS,
-        AddressPool,
-        SwitchProbes,
-        address_pool,
-        fabric_switches,
-        probe_tuples,
-        switch_pools,
-    )
     from planner.sim._route_plan import RoutePlan, RoutesFile
-    from planner.sim._steering import DEFAULT_PORT_RANGE, CompiledModel, SourcePorts, hashed_routes, spread_ports
     from planner.sim._summary import (
         MetricChange,
         explain_max_link_load,

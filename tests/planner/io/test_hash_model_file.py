@@ -23,9 +23,9 @@ from planner import (
     read_hash_model,
 )
 from planner._hash_model import KEY_BITS
+from planner.fabric._hashing import compile_switch_hash
 from planner.io._hash_model_file import MAX_HASH_MODEL_CHARS, render_path
-from planner.sim._hashing import compile_switch_hash
-from tests.planner.sim.test_hashing import specs, tuples
+from tests.planner.fabric.test_hashing import specs, tuples
 
 
 def one_line(raised: pytest.ExceptionInfo[InputError]) -> str:

@@ -27,7 +27,7 @@ from planner._hash_model import (
     spine_switch_name,
     tier1_switch_name,
 )
-from planner.sim._hashing import CompiledHash, check_switch_hash, compile_switch_hash
+from planner.fabric._hashing import CompiledHash, check_switch_hash, compile_switch_hash
 from planner.sim._network import JobNetwork
 from planner.sim._pinning import routes_from_assignment
 from planner.sim._route_plan import RoutePlan

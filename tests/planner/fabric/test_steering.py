@@ -26,7 +26,7 @@ from planner import (
     steer_source_ports,
 )
 from planner._hash_model import HASH_FUNCTIONS, BucketRule, HashFunction, SwitchTier, next_hop_index
-from planner.sim._hashing import bucket_of
+from planner.fabric._hashing import bucket_of
 from tests.support import hccl_multi_qp
 from tests.support.placements import make_topology, worker_placement
 from tests.support.steering import followed_queue_pairs

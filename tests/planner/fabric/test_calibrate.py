@@ -22,7 +22,7 @@ from planner import (
     samples_to_learn,
 )
 from planner._hash_model import key_int
-from planner.sim._calibrate import MARGIN, family_candidates, predictions_to_trust
+from planner.fabric._calibrate import MARGIN, family_candidates, predictions_to_trust
 from tests.support.switch_hashes import (
     AffineHash,
     Hop,

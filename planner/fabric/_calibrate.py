@@ -54,8 +54,8 @@ from planner._hash_model import (
     SwitchTier,
     next_hop_index,
 )
-from planner.sim._gf2 import XorBasis, parity
-from planner.sim._hashing import KeyMap, compile_switch_hash, next_hop_name
+from planner.fabric._gf2 import XorBasis, parity
+from planner.fabric._hashing import KeyMap, compile_switch_hash, next_hop_name
 
 CalibrationStatus = Literal["complete", "partial", "needs-samples", "refused", "skipped"]
 """Outcome for one switch: `complete` (a model exact within its domain), `partial` (exact, but some next hops

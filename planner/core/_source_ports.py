@@ -27,14 +27,7 @@ from planner._errors import InputError
 from planner._hash_model import HashModel
 from planner._model import Placement, Topology
 from planner.core._result import PlanResult
-from planner.io._qp_ports import MAX_CONFIG_LINES, MAX_PORTS_PER_LINE, QpPortLine, render_qp_port_config
-from planner.sim._evaluate import OrderEvaluation, evaluate_order
-from planner.sim._fabric import LinkBackground
-from planner.sim._network import JobNetwork, job_network
-from planner.sim._patterns import pattern_steps
-from planner.sim._pinning import pin_routes
-from planner.sim._route_plan import RoutePlan
-from planner.sim._steering import (
+from planner.fabric._port_search import (
     DEFAULT_PORT_RANGE,
     CompiledModel,
     PortSearch,
@@ -49,6 +42,13 @@ from planner.sim._steering import (
     search_ports,
     source_ports,
 )
+from planner.io._qp_ports import MAX_CONFIG_LINES, MAX_PORTS_PER_LINE, QpPortLine, render_qp_port_config
+from planner.sim._evaluate import OrderEvaluation, evaluate_order
+from planner.sim._fabric_links import LinkBackground
+from planner.sim._network import JobNetwork, job_network
+from planner.sim._patterns import pattern_steps
+from planner.sim._pinning import pin_routes
+from planner.sim._route_plan import RoutePlan
 from planner.sim._summary import format_fraction, format_load
 
 SteeringMode = Literal["steered", "spread", "none"]

@@ -23,8 +23,8 @@ from planner import (
     tier_of_switch_name,
 )
 from planner._hash_model import FUNCTION_WIDTHS, KEY_BITS, TUPLE_FIELDS, XOR_FUNCTIONS, key_int
-from planner.sim._gf2 import parity
-from planner.sim._hashing import (
+from planner.fabric._gf2 import parity
+from planner.fabric._hashing import (
     CRC_CONFIGURATIONS,
     KeyMap,
     bucket_of,
