@@ -31,7 +31,7 @@ from bench._common import emit, peak_rss_mb  # noqa: E402
 from planner import Device, HashModel, HashSpec, Placement, Server, SwitchHash, Topology, generate_topology  # noqa: E402
 from webhook.common.metrics import Metrics  # noqa: E402
 from webhook.common.settings import PlanningSettings, Settings  # noqa: E402
-from webhook.controller.budget import PlanRequest, graded_plan  # noqa: E402
+from webhook.controller.graded_plan import PlanRequest, graded_plan  # noqa: E402
 from webhook.controller.ledger import LedgerKeeper  # noqa: E402
 from webhook.controller.planning import completed_table  # noqa: E402
 

@@ -388,10 +388,10 @@ def controller_budget(seed: int) -> dict[str, Any]:
 
     from planner import Placement as _Placement  # noqa: F401  (the worker unpickles planner objects)
     from webhook.common.settings import PlanningSettings, Settings
-    from webhook.controller.budget import PlanRequest
+    from webhook.controller.graded_plan import PlanRequest
     from webhook.controller.isolation import PlanningProcess
-    from webhook.controller.levels import plan_within_budget
     from webhook.controller.planning import completed_table
+    from webhook.controller.planning_driver import plan_within_budget
 
     placement, topology = fabric_job(4096, per_leaf=8, uplinks=None, leaves_per_pod=None, seed=seed)
     # a 4,096-server rank table is 2.6 MB: such clusters store it gzip-compressed (profile gzipRankTable)

@@ -33,7 +33,7 @@ from webhook.controller.plan_files import PLAN_FILES
 
 if TYPE_CHECKING:  # the planner's numeric half loads only when a command plans
     from planner import JobNetwork, OrderEvaluation, PlanResult, SteeringResult
-    from webhook.controller.budget import GradedPlan
+    from webhook.controller.graded_plan import GradedPlan
 
 log = logging.getLogger("ringroute.plan")
 

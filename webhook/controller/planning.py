@@ -36,7 +36,7 @@ from webhook.common.rank_configmap import (
     state_record,
 )
 from webhook.common.settings import AcceleratorProfile, Settings
-from webhook.controller.budget import LEVEL_NAMES, GradedPlan
+from webhook.controller.graded_plan import LEVEL_NAMES, GradedPlan
 from webhook.controller.plan_files import RANK_TABLE_FILE, RANKS_ENV_FILE, REPORT_FILE, ROUTES_FILE, plan_outputs
 
 
@@ -239,7 +239,7 @@ class Planned:
     fallback: str | None = None
     """Why the table holds a cheaper plan than the one requested (memory or time budget), for the Event."""
     plan_level: str | None = None
-    """The level the plan came from (`webhook.controller.budget.PlanLevel`); None when not route planned."""
+    """The level the plan came from (`webhook.controller.graded_plan.PlanLevel`); None when not route planned."""
     steering_fallback: str | None = None
     """Why pinned routes were not steered by source ports (a hash model was given), for a warning Event."""
     background_version: int | None = None

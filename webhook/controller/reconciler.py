@@ -37,8 +37,8 @@ from webhook.common.rank_configmap import (
     rank_table_status,
 )
 from webhook.common.settings import AcceleratorProfile, Settings
-from webhook.controller.budget import PlanLevel
 from webhook.controller.configmaps import ConfigMapKeeper
+from webhook.controller.graded_plan import PlanLevel
 from webhook.controller.planning import (
     Planned,
     configmap_job_key,
