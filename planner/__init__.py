@@ -139,9 +139,9 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
         "DEFAULT_PORT_RANGE",
         "CompiledModel",
         "SourcePorts",
-        "hashed_routes",
         "spread_ports",
     ),
+    "planner.fabric._hashed_routes": ("hashed_routes",),
     # matplotlib is imported only when a plot is drawn (the optional `plot` extra)
     "planner.sim._plot": ("link_load_figure", "plot_link_loads"),
     "planner.fabric._probes": (
@@ -204,8 +204,9 @@ if TYPE_CHECKING:
         describe_switch_hash,
         samples_to_learn,
     )
+    from planner.fabric._hashed_routes import hashed_routes
     from planner.fabric._hashing import compile_switch_hash, hash_output
-    from planner.fabric._port_search import DEFAULT_PORT_RANGE, CompiledModel, SourcePorts, hashed_routes, spread_ports
+    from planner.fabric._port_search import DEFAULT_PORT_RANGE, CompiledModel, SourcePorts, spread_ports
     from planner.fabric._probes import (
         DEFAULT_PROBE_PORTS,
         AddressPool,

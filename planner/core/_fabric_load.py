@@ -16,7 +16,8 @@ import numpy as np
 from planner._errors import InputError
 from planner._hash_model import HashModel
 from planner._model import Topology
-from planner.fabric._port_search import CompiledModel, SourcePorts, device_addresses, hashed_routes
+from planner.fabric._hashed_routes import hashed_routes
+from planner.fabric._port_search import CompiledModel, SourcePorts, device_addresses
 from planner.io._qp_ports import QP_PORT_CONFIG_FILE, QpPortLine
 from planner.io._running_job import RANK_TABLE_FILE, ROUTES_FILE, RunningJob
 from planner.sim._fabric_links import FabricLinks, fabric_links

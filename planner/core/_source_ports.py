@@ -27,6 +27,7 @@ from planner._errors import InputError
 from planner._hash_model import HashModel
 from planner._model import Placement, Topology
 from planner.core._result import PlanResult
+from planner.fabric._hashed_routes import hashed_routes
 from planner.fabric._port_search import (
     DEFAULT_PORT_RANGE,
     CompiledModel,
@@ -35,13 +36,11 @@ from planner.fabric._port_search import (
     SourcePorts,
     SwitchUse,
     device_addresses,
-    hashed_routes,
     queue_pair_targets,
-    reachable_spines,
-    reroute,
     search_ports,
     source_ports,
 )
+from planner.fabric._reroute import reachable_spines, reroute
 from planner.io._qp_ports import MAX_CONFIG_LINES, MAX_PORTS_PER_LINE, QpPortLine, render_qp_port_config
 from planner.sim._evaluate import OrderEvaluation, evaluate_order
 from planner.sim._fabric_links import LinkBackground
