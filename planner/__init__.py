@@ -109,16 +109,16 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
         "read_qp_port_config",
         "render_qp_port_config",
     ),
-    "planner.fabric._calibrate": (
+    "planner.fabric._calibrate": ("calibrate_hash_model",),
+    "planner.fabric._calibration_result": (
         "CALIBRATION_STATUS_MESSAGES",
         "CalibrationResult",
         "CalibrationStatus",
         "HoldoutCheck",
         "SwitchCalibration",
-        "calibrate_hash_model",
         "describe_switch_hash",
-        "samples_to_learn",
     ),
+    "planner.fabric._learning": ("samples_to_learn",),
     "planner.sim._colouring": ("edge_colouring",),
     "planner.sim._evaluate": (
         "LinkLoads",
@@ -194,18 +194,18 @@ if TYPE_CHECKING:
     from planner.core._result import STATUS_MESSAGES, PlanResult
     from planner.core._ring_order import RingOrder, ring_order
     from planner.core._source_ports import SteeringResult, steer_source_ports
-    from planner.fabric._calibrate import (
+    from planner.fabric._calibrate import calibrate_hash_model
+    from planner.fabric._calibration_result import (
         CALIBRATION_STATUS_MESSAGES,
         CalibrationResult,
         CalibrationStatus,
         HoldoutCheck,
         SwitchCalibration,
-        calibrate_hash_model,
         describe_switch_hash,
-        samples_to_learn,
     )
     from planner.fabric._hashed_routes import hashed_routes
     from planner.fabric._hashing import compile_switch_hash, hash_output
+    from planner.fabric._learning import samples_to_learn
     from planner.fabric._port_search import DEFAULT_PORT_RANGE, CompiledModel, SourcePorts, spread_ports
     from planner.fabric._probes import (
         DEFAULT_PROBE_PORTS,
