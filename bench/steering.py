@@ -38,6 +38,7 @@ from bench.planner import Family, cluster_topology, place  # noqa: E402
 from planner import (  # noqa: E402
     Fabric,
     HashModel,
+    HashSample,
     HashSpec,
     Pattern,
     Placement,
@@ -55,7 +56,6 @@ from planner import (  # noqa: E402
     topology_for_placement,
     topology_from_nodes,
 )
-from planner._hash_model import HashSample  # noqa: E402
 
 PATTERNS: tuple[Pattern, ...] = ("ring", "halving-doubling")
 QPS = 4
