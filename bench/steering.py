@@ -388,9 +388,9 @@ def controller_budget(seed: int) -> dict[str, Any]:
 
     from planner import Placement as _Placement  # noqa: F401  (the worker unpickles planner objects)
     from webhook.common.settings import PlanningSettings, Settings
+    from webhook.controller.completed_table import completed_table
     from webhook.controller.graded_plan import PlanRequest
     from webhook.controller.isolation import PlanningProcess
-    from webhook.controller.planning import completed_table
     from webhook.controller.planning_driver import plan_within_budget
 
     placement, topology = fabric_job(4096, per_leaf=8, uplinks=None, leaves_per_pod=None, seed=seed)

@@ -19,16 +19,16 @@ from typing import Any
 from planner import InputError, Placement, Topology
 from webhook.common.metrics import Metrics
 from webhook.common.settings import AcceleratorProfile, Settings, settings_hash_model
-from webhook.controller.graded_plan import PlanLevel, PlanRequest
-from webhook.controller.isolation import PlanningProcess, PlanningProcessError
-from webhook.controller.ledger import LedgerKeeper
-from webhook.controller.planning import (
+from webhook.controller.completed_table import (
     Planned,
     completed_table,
     fixed_ranks_from_record,
     planning_failure,
     route_planning_problem,
 )
+from webhook.controller.graded_plan import PlanLevel, PlanRequest
+from webhook.controller.isolation import PlanningProcess, PlanningProcessError
+from webhook.controller.ledger import LedgerKeeper
 from webhook.controller.planning_driver import plan_within_budget
 
 log = logging.getLogger("ringroute.controller")
