@@ -224,7 +224,7 @@ def plan_ranks(
     return PlanResult(
         order=tuple(int(s) for s in order),
         status=status,
-        success=status in (0, 1, 2),
+        success=status != 2,
         message=message,
         pattern=checked.pattern,
         routing=checked.routing,
