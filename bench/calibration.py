@@ -35,6 +35,7 @@ from planner import (  # noqa: E402
     CalibrationResult,
     HashFunction,
     HashModel,
+    HashProbe,
     HashSample,
     HashSpec,
     SwitchHash,
@@ -45,8 +46,6 @@ from planner import (  # noqa: E402
     read_hash_samples,
     samples_to_learn,
 )
-from planner._hash_model import key_int  # noqa: E402
-from planner.sim._gf2 import parity  # noqa: E402
 
 Tuples = tuple[np.ndarray, np.ndarray, np.ndarray]
 Answer = Callable[[Tuples], np.ndarray]
@@ -62,13 +61,19 @@ def random_tuples(rng: np.random.Generator, count: int) -> Tuples:
     return src, dst, sport
 
 
+def _key(src: np.integer[Any], dst: np.integer[Any], sport: np.integer[Any]) -> int:
+    """The canonical 104-bit key of a RoCEv2 5-tuple, as the hash model reads it."""
+    return HashProbe("", int(src), int(dst), int(sport)).key
+
+
 def affine(rng: np.random.Generator, checks: int) -> Answer:
     rows = [int.from_bytes(rng.bytes(13), "big") for _ in range(checks)]
     order = rng.permutation(1 << checks)
 
     def answer(tuples: Tuples) -> np.ndarray:
-        keys = [key_int(int(s), int(d), int(p)) for s, d, p in zip(*tuples, strict=True)]
-        values = [sum(parity(row & key) << i for i, row in enumerate(rows)) for key in keys]
+        keys = [_key(s, d, p) for s, d, p in zip(*tuples, strict=True)]
+        # an affine hash: bit i of the value is the parity of check i on the key
+        values = [sum(((row & key).bit_count() & 1) << i for i, row in enumerate(rows)) for key in keys]
         return np.asarray(order[values])
 
     return answer
@@ -83,7 +88,7 @@ def multiplicative(members: int) -> Answer:
     shift = 64 - (members - 1).bit_length()
 
     def answer(tuples: Tuples) -> np.ndarray:
-        keys = [key_int(int(s), int(d), int(p)) & ((1 << 64) - 1) for s, d, p in zip(*tuples, strict=True)]
+        keys = [_key(s, d, p) & ((1 << 64) - 1) for s, d, p in zip(*tuples, strict=True)]
         return np.array([((k * 0x9E3779B97F4A7C15) & ((1 << 64) - 1)) >> shift for k in keys])
 
     return answer

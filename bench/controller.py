@@ -40,9 +40,9 @@ from planner import Device, Pattern, Placement, Routing, Server, generate_topolo
 from webhook.common.metrics import Metrics  # noqa: E402
 from webhook.common.names import DATA_HASH_ANNOTATION, RANK_TABLE_VERSION_ANNOTATION  # noqa: E402
 from webhook.common.settings import PlanningSettings, Settings  # noqa: E402
-from webhook.controller.budget import PlanRequest, graded_plan  # noqa: E402
+from webhook.controller.completed_table import Planned, completed_table  # noqa: E402
+from webhook.controller.graded_plan import PlanRequest, graded_plan  # noqa: E402
 from webhook.controller.isolation import PlanningProcess  # noqa: E402
-from webhook.controller.planning import Planned, completed_table  # noqa: E402
 from webhook.controller.reconciler import Controller  # noqa: E402
 from webhook.kube.client import JOBS, KubeRepository  # noqa: E402
 

@@ -53,7 +53,7 @@ from bench.webhook import free_port, realistic_review, run_aiohttp, wait_ready  
 from certs import generate_bundle  # noqa: E402
 from emulation import volcano_payloads as payloads  # noqa: E402
 from webhook.volcano_emulation import allocate_action as sim  # noqa: E402
-from webhook.volcano_emulation import experiment  # noqa: E402
+from webhook.volcano_emulation import cluster_objects, experiment  # noqa: E402
 
 TARGET_P99_MS = {1000: 20.0, 5000: 40.0, 10000: 60.0}
 """p99 targets of a prioritize call over HTTP on a 2-core machine, by candidate nodes (compact shape)."""
@@ -68,7 +68,7 @@ BUSY_SHARE = 0.6
 def _task_of_job(shape: str) -> dict[str, Any]:
     """Task 8 of a 32-pod route-planned job: the task being scheduled."""
     if shape == "compact":
-        return sim.task_info(sim.make_job("team-a", "llm", 32, cards=8, resource=RESOURCE), 8)
+        return cluster_objects.task_info(cluster_objects.make_job("team-a", "llm", 32, cards=8, resource=RESOURCE), 8)
     pod = payloads.volcano_job_pod(
         "llm",
         8,
@@ -84,18 +84,20 @@ def _node_template(shape: str, busy: bool, daemons: int) -> bytes:
     """One NodeInfo as JSON with TEMPLATE where the node name goes."""
     labels = {"volcano.sh/tor": "tor-@@LEAF@@", "accelerator/huawei-npu": "ascend-1980"}
     if shape == "compact":
-        node = sim.SimNode(TEMPLATE, labels, 8, RESOURCE)
+        node = cluster_objects.SimNode(TEMPLATE, labels, 8, RESOURCE)
         for kind in payloads.DAEMONSET_KINDS[:daemons]:
-            daemon = sim.make_job("kube-system", f"{kind}-{TEMPLATE}", 1, cards=0, resource=RESOURCE)
-            task = sim.task_info(daemon, 0, node=TEMPLATE, status=32)
+            daemon = cluster_objects.make_job("kube-system", f"{kind}-{TEMPLATE}", 1, cards=0, resource=RESOURCE)
+            task = cluster_objects.task_info(daemon, 0, node=TEMPLATE, status=32)
             task["Resreq"] = task["InitResreq"] = {"MilliCPU": 100.0, "Memory": 2.0**28, "ScalarResources": None}
             del task["Pod"]["metadata"]["labels"]["ring-controller.cce"]
             node.tasks[task["UID"]] = task
         if busy:
-            other = sim.make_job("team-b", f"other-{TEMPLATE}", 1, cards=8, resource=RESOURCE, route_planned=False)
-            task = sim.task_info(other, 0, node=TEMPLATE, status=32)
+            other = cluster_objects.make_job(
+                "team-b", f"other-{TEMPLATE}", 1, cards=8, resource=RESOURCE, route_planned=False
+            )
+            task = cluster_objects.task_info(other, 0, node=TEMPLATE, status=32)
             node.tasks[task["UID"]] = task
-        return orjson.dumps(sim.node_info(node))
+        return orjson.dumps(cluster_objects.node_info(node))
     ip = "10.0.0.1"
     node_object = payloads.kube_node(TEMPLATE, labels=labels, internal_ip=ip)
     tasks = [payloads.task_info(payloads.daemonset_pod(k, TEMPLATE, ip)) for k in payloads.DAEMONSET_KINDS[:daemons]]
@@ -128,7 +130,7 @@ def session_body(shape: str, nodes: list[bytes], jobs: int) -> bytes:
     TaskStatusIndex both list each task, as Volcano's JobInfo does)."""
     job_entries = []
     for j in range(jobs):
-        sim_job = sim.make_job("team-a", f"job-{j:04d}", 8, cards=8, resource=RESOURCE)
+        sim_job = cluster_objects.make_job("team-a", f"job-{j:04d}", 8, cards=8, resource=RESOURCE)
         if shape == "compact":
             tasks = {t["UID"]: t for t in sim_job.tasks}
         else:

@@ -55,7 +55,7 @@ from planner import (  # noqa: E402
     switch_pools,
 )
 from webhook.common.settings import PlanningSettings  # noqa: E402
-from webhook.controller.budget import PlanRequest, graded_plan  # noqa: E402
+from webhook.controller.graded_plan import PlanRequest, graded_plan  # noqa: E402
 from webhook.controller.plan_files import plan_outputs  # noqa: E402
 
 LEAVES, PER_LEAF, NICS = 16, 8, 8

@@ -31,9 +31,9 @@ from bench._common import emit, peak_rss_mb  # noqa: E402
 from planner import Device, HashModel, HashSpec, Placement, Server, SwitchHash, Topology, generate_topology  # noqa: E402
 from webhook.common.metrics import Metrics  # noqa: E402
 from webhook.common.settings import PlanningSettings, Settings  # noqa: E402
-from webhook.controller.budget import PlanRequest, graded_plan  # noqa: E402
+from webhook.controller.completed_table import completed_table  # noqa: E402
+from webhook.controller.graded_plan import PlanRequest, graded_plan  # noqa: E402
 from webhook.controller.ledger import LedgerKeeper  # noqa: E402
-from webhook.controller.planning import completed_table  # noqa: E402
 
 LEAVES, PER_LEAF = 1250, 8
 MODEL = HashModel(tiers={"leaf": SwitchHash(HashSpec("crc32c", seed=0x5EED, bucket="low-bits"))})

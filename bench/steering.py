@@ -38,6 +38,7 @@ from bench.planner import Family, cluster_topology, place  # noqa: E402
 from planner import (  # noqa: E402
     Fabric,
     HashModel,
+    HashSample,
     HashSpec,
     Pattern,
     Placement,
@@ -55,7 +56,6 @@ from planner import (  # noqa: E402
     topology_for_placement,
     topology_from_nodes,
 )
-from planner._hash_model import HashSample  # noqa: E402
 
 PATTERNS: tuple[Pattern, ...] = ("ring", "halving-doubling")
 QPS = 4
@@ -388,10 +388,10 @@ def controller_budget(seed: int) -> dict[str, Any]:
 
     from planner import Placement as _Placement  # noqa: F401  (the worker unpickles planner objects)
     from webhook.common.settings import PlanningSettings, Settings
-    from webhook.controller.budget import PlanRequest
+    from webhook.controller.completed_table import completed_table
+    from webhook.controller.graded_plan import PlanRequest
     from webhook.controller.isolation import PlanningProcess
-    from webhook.controller.levels import plan_within_budget
-    from webhook.controller.planning import completed_table
+    from webhook.controller.planning_driver import plan_within_budget
 
     placement, topology = fabric_job(4096, per_leaf=8, uplinks=None, leaves_per_pod=None, seed=seed)
     # a 4,096-server rank table is 2.6 MB: such clusters store it gzip-compressed (profile gzipRankTable)

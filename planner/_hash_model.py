@@ -15,11 +15,11 @@ Two kinds of switch hash are modelled:
 
 `HashSample` is one answer of a switch (which next hop it takes for a 5-tuple), what calibration learns from;
 `FabricSwitch` names a switch of a topology with its tier and next-hop count. The checks of every value live here
-too, beside the data, so that the file readers (`planner.io`) and the evaluation (`planner.sim`) share them.
+too, beside the data, so that the file readers (`planner.io`) and the evaluation (`planner.fabric`) share them.
 
 The canonical key is the 104-bit integer `src | dst | proto | sport | dport` (IPv4 addresses and ports in network
 byte order, src in the top bits): `key_int`. A row (a GF(2) linear functional) is a 104-bit mask; its value on a
-key is the parity of `row & key`. Pure data: `planner.sim._hashing` evaluates these.
+key is the parity of `row & key`. Pure data: `planner.fabric._hashing` evaluates these.
 """
 
 from __future__ import annotations

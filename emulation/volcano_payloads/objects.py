@@ -12,7 +12,7 @@ from typing import Any, Final
 from emulation.volcano_payloads.gojson import quantity_milli_value, quantity_value
 from webhook.common.names import HOSTNAME_LABEL, NPU_RESOURCE
 from webhook.extender.volcano_releases import MASTER_RELEASE, RELEASE_K8S_API, JSONObject, normalize_release
-from webhook.volcano_emulation.allocate_action import TRAINING_IMAGE_BYTES
+from webhook.volcano_emulation.cluster_objects import TRAINING_IMAGE_BYTES
 
 # ------------------------------------------------------------------------------------------ Kubernetes objects
 # Informer objects as kube-apiserver 1.36 returns them (empty TypeMeta, managedFields kept: Volcano's informers do

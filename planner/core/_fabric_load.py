@@ -16,15 +16,16 @@ import numpy as np
 from planner._errors import InputError
 from planner._hash_model import HashModel
 from planner._model import Topology
+from planner.fabric._hashed_routes import hashed_routes
+from planner.fabric._port_search import CompiledModel, SourcePorts, device_addresses
 from planner.io._qp_ports import QP_PORT_CONFIG_FILE, QpPortLine
 from planner.io._running_job import RANK_TABLE_FILE, ROUTES_FILE, RunningJob
-from planner.sim._fabric import FabricLinks, fabric_links
+from planner.sim._fabric_links import FabricLinks, fabric_links
 from planner.sim._ledger import FabricLedger, JobTraffic, job_traffic
 from planner.sim._network import JobNetwork, job_network
 from planner.sim._patterns import pattern_steps
 from planner.sim._pinning import routes_from_assignment
 from planner.sim._route_plan import RoutePlan
-from planner.sim._steering import CompiledModel, SourcePorts, device_addresses, hashed_routes
 
 
 def resolve_nodes(job: RunningJob, topology: Topology) -> tuple[str, ...]:

@@ -33,7 +33,7 @@ from planner.core._search import Search, objective
 from planner.core._tiebreak import TIEBREAK_MAX_SERVERS, simulated_choice
 from planner.core._validation import CheckedArguments, _plan_ranks_iv
 from planner.sim._evaluate import evaluate_order
-from planner.sim._fabric import LinkBackground
+from planner.sim._fabric_links import LinkBackground
 from planner.sim._network import JobNetwork, job_network
 from planner.sim._patterns import pattern_steps
 from planner.sim._pinning import pin_routes
@@ -224,7 +224,7 @@ def plan_ranks(
     return PlanResult(
         order=tuple(int(s) for s in order),
         status=status,
-        success=status in (0, 1, 2),
+        success=status != 2,
         message=message,
         pattern=checked.pattern,
         routing=checked.routing,

@@ -34,7 +34,9 @@ class PlanResult:
     status: int
     """0 planned, 1 time limit reached, 2 fixed ranks keep a ring bound out of reach (see STATUS_MESSAGES)."""
     success: bool
-    """True when the order is usable as planned: status 0, 1, or 2 (bounds missed only because of fixed ranks)."""
+    """True when the order meets every structural lower bound of its pattern (status 0, or 1: the best order found
+    within the time limit still meets them); False when fixed ranks keep a ring bound out of reach (status 2: a
+    partial replacement whose survivors keep their ranks)."""
     message: str
     pattern: Pattern
     routing: Routing

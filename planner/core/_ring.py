@@ -9,16 +9,13 @@ each leaf (the boundary servers) and the direction; those decide link loads and 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
 from planner._errors import TopologyError
 from planner._model import Placement, Topology
-
-Objective = Callable[[np.ndarray], float]
-"""Scores an order (lower is better), e.g. the maximum link load under the routing model."""
 
 
 @dataclass(frozen=True, slots=True)

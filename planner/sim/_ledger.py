@@ -21,7 +21,7 @@ from typing import Literal
 import numpy as np
 
 from planner._errors import InputError
-from planner.sim._fabric import FabricLinks, LinkBackground, LinkName, background_from_loads, link_name
+from planner.sim._fabric_links import FabricLinks, LinkBackground, LinkName, background_from_loads, link_name
 from planner.sim._network import JobNetwork
 from planner.sim._route_plan import RoutePlan
 

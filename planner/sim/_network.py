@@ -154,21 +154,6 @@ class JobNetwork:
             ]
         )
 
-    @property
-    def link_exists(self) -> IntArray:
-        """Boolean mask of link ids that exist physically (switches with fewer uplinks than the maximum pad)."""
-        planes = self.planes
-        nic = np.ones(2 * self._nic_links, dtype=bool)
-        per_switch = np.repeat(self.leaf_uplinks, planes)
-        tier1 = (np.arange(self.max_uplinks)[None, :] < per_switch[:, None]).ravel()
-        spines = np.repeat(self.pod_spines, planes)
-        uplinks = np.repeat(self.pod_uplinks, planes)
-        tier2 = (
-            (np.arange(self.max_uplinks)[None, :, None] < spines[:, None, None])
-            & (np.arange(self.max_pod_uplinks)[None, None, :] < uplinks[:, None, None])
-        ).ravel()
-        return np.concatenate([nic, tier1, tier1, tier2, tier2])
-
     def cross_domains(self, src: IntArray, dst: IntArray) -> tuple[IntArray, IntArray]:
         """Masks of server pairs on different leaves and on different pods."""
         cross_leaf = self.server_leaf[src] != self.server_leaf[dst]

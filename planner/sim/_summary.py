@@ -1,8 +1,9 @@
 """One rounding and one wording for every metric of a rank order, shared by every output that shows one.
 
-`ringroute plan` (its summary line and report), `ringroute simulate` (table, plot and page), the controller's
-RankTableCompleted Event and the demo all format `OrderEvaluation` values through these functions, so the same
-input shows the same digits everywhere.
+The plan report (`PlanResult.to_report`: its summaries, `headline` and `changes`) and the steering messages are
+written with these; `ringroute plan` and `simulate` (table, plot and page), the controller's RankTableCompleted
+Event and the demo format `OrderEvaluation` values through the same functions (those `planner` exports), so the
+same input shows the same digits everywhere.
 """
 
 from __future__ import annotations
@@ -50,13 +51,6 @@ def seed_note(evaluation: OrderEvaluation) -> str:
     if evaluation.seeds == 1:
         return "ECMP hash seed 0"
     return f"mean over ECMP hash seeds 0-{evaluation.seeds - 1}"
-
-
-def run_title(job: str, evaluation: OrderEvaluation) -> str:
-    """What a plot or page shows, in one line: "default/llm-pretrain: ring pattern, ecmp routing, qps 1, mean
-    over ECMP hash seeds 0-63"."""
-    seeds = seed_note(evaluation) or f"{evaluation.routing} routes are deterministic (one evaluation)"
-    return f"{job}: {evaluation.pattern} pattern, {evaluation.routing} routing, qps {evaluation.qps}, {seeds}"
 
 
 def explain_cross_edges(evaluation: OrderEvaluation, tier: int) -> str:

@@ -27,7 +27,7 @@ from planner import (
 from webhook.cli.html_report import render_page
 from webhook.cli.main import main
 from webhook.cli.plan_view import plan_view
-from webhook.controller.planning import _completed_message
+from webhook.controller.completed_table import _completed_message
 
 ROOT = Path(__file__).resolve().parents[2]
 PODS = ROOT / "examples" / "pods" / "llm-pretrain-pods.yaml"

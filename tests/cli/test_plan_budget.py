@@ -11,7 +11,8 @@ import pytest
 
 from planner import parse_ranks_env, plan_ranks
 from webhook.cli.main import main
-from webhook.controller import budget, isolation
+from webhook.controller import graded_plan as budget
+from webhook.controller import isolation
 
 ROOT = Path(__file__).resolve().parents[2]
 PODS = ROOT / "examples" / "pods" / "llm-pretrain-pods.yaml"

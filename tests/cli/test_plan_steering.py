@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from planner import HashSpec, hash_output
+from planner import HashSpec
+from planner.fabric._hashing import hash_output
 from tests.support import hccl_multi_qp
 from webhook.cli.main import main
 

@@ -25,7 +25,7 @@ from webhook.common.rank_configmap import (
     state_record,
 )
 from webhook.common.settings import AcceleratorProfile, Settings
-from webhook.controller.planning import fixed_ranks_from_record
+from webhook.controller.completed_table import fixed_ranks_from_record
 from webhook.kube.workqueue import DebouncedQueue
 
 SETTINGS = Settings()

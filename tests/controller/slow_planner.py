@@ -1,5 +1,6 @@
 """Imported into a planning process by a test: every planning level there takes 50 ms (the budget's levels look up
-`ring_order` and `plan_ranks` in `webhook.controller.budget` when they run), so a short time limit stops each one."""
+`ring_order` and `plan_ranks` in `webhook.controller.graded_plan` when they run), so a short time limit stops each
+one."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from webhook.controller import budget
+from webhook.controller import graded_plan as budget
 
 SLOW_S = 0.05
 

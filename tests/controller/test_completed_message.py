@@ -6,7 +6,7 @@ import pytest
 
 from planner import Pattern, generate_topology, plan_ranks
 from tests.support.placements import worker_placement
-from webhook.controller.planning import _completed_message
+from webhook.controller.completed_table import _completed_message
 
 
 @pytest.mark.parametrize(

@@ -17,8 +17,8 @@ from planner import PlanResult, RingOrder, plan_ranks, ring_order
 from tests.support.controller import fast_settings, running_controller
 from tests.support.placements import make_placement, make_topology, ring_crossings
 from webhook.common.settings import PlanningSettings, Settings
-from webhook.controller import budget
-from webhook.controller.budget import graded_plan, next_level, plan_levels, pod_index_fill
+from webhook.controller import graded_plan as budget
+from webhook.controller.graded_plan import graded_plan, next_level, plan_levels, pod_index_fill
 from webhook.controller.isolation import PlanningProcessError
 
 # 12 servers over 4 leaves, scattered in pod-index order: every plan level gives a different order.

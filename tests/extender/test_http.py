@@ -22,7 +22,8 @@ from tests.support.extender import (
 from webhook.common.metrics import Metrics
 from webhook.common.settings import Settings, settings_from_mapping
 from webhook.extender import scoring as extender_scoring
-from webhook.volcano_emulation.allocate_action import predicate_passes, task_info
+from webhook.volcano_emulation.allocate_action import predicate_passes
+from webhook.volcano_emulation.cluster_objects import task_info
 
 RELEASES = [(1, 7), (1, 8), (1, 9), (1, 10), (1, 12), (1, 13), (1, 16)]
 

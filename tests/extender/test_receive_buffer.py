@@ -6,7 +6,7 @@ import json
 
 from tests.support.extender import ServedExtender, job, node, serve_extender_for_test, tor
 from webhook.common.buffered_http import ReceiveBuffer
-from webhook.volcano_emulation.allocate_action import task_info
+from webhook.volcano_emulation.cluster_objects import task_info
 
 MIB = 1 << 20
 

@@ -25,10 +25,11 @@ from webhook.common.settings import (
     TopologySettings,
     settings_from_mapping,
 )
+from webhook.extender.node_paths import label_path_reader
 from webhook.extender.scoring import PLAN_BASE, predicate, prioritize
-from webhook.extender.state import MAX_REMEMBERED_JOBS, ExtenderState, label_path_reader
+from webhook.extender.state import MAX_REMEMBERED_JOBS, ExtenderState
 from webhook.extender.wire import CODE_UNSCHEDULABLE, CODE_UNSCHEDULABLE_AND_UNRESOLVABLE
-from webhook.volcano_emulation.allocate_action import task_info
+from webhook.volcano_emulation.cluster_objects import task_info
 
 SETTINGS = Settings()
 WEIGHT = SETTINGS.extender.score_weight

@@ -16,7 +16,7 @@ from webhook.extender.app import ExtenderService, serve_extender
 from webhook.extender.fit import TaskView, read_task
 from webhook.extender.state import ExtenderState
 from webhook.extender.wire import NodeInfo, SessionOpenRequest, TaskInfo
-from webhook.volcano_emulation.allocate_action import SimJob, SimNode, make_job, node_info, task_info
+from webhook.volcano_emulation.cluster_objects import SimJob, SimNode, make_job, node_info, task_info
 
 RESOURCE = "huawei.com/ascend-1980"
 NPU_LABELS = {"accelerator/huawei-npu": "ascend-1980"}

@@ -9,7 +9,7 @@ import numpy as np
 
 from planner import HashSample, HashSpec, SwitchHash, compile_switch_hash, tier_of_switch_name
 from planner._hash_model import key_int
-from planner.sim._gf2 import parity
+from planner.fabric._gf2 import parity
 
 Hop = Callable[[int, int, int], int]
 """A switch's answer: (src, dst, sport) -> next-hop index (UDP to 4791)."""

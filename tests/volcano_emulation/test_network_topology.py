@@ -20,7 +20,8 @@ from webhook.admission.policy.network_topology import ClusterFacts, topology_fac
 from webhook.common.metrics import Metrics
 from webhook.common.settings import Settings
 from webhook.extender.app import ExtenderService
-from webhook.volcano_emulation.allocate_action import SimJob, SimNode, VolcanoAllocate, VolcanoConfig, make_job
+from webhook.volcano_emulation.allocate_action import VolcanoAllocate, VolcanoConfig
+from webhook.volcano_emulation.cluster_objects import SimJob, SimNode, make_job
 from webhook.volcano_emulation.network_topology import (
     Amounts,
     PluginArguments,

@@ -15,12 +15,8 @@ from webhook.cli.main import main
 from webhook.common.metrics import Metrics
 from webhook.common.settings import Settings, settings_from_mapping
 from webhook.extender.app import ExtenderService
-from webhook.volcano_emulation.allocate_action import (
-    SimNode,
-    VolcanoAllocate,
-    VolcanoConfig,
-    num_feasible_nodes_to_find,
-)
+from webhook.volcano_emulation.allocate_action import VolcanoAllocate, VolcanoConfig, num_feasible_nodes_to_find
+from webhook.volcano_emulation.cluster_objects import SimNode
 from webhook.volcano_emulation.experiment import ClusterSpec, simulate, summarise
 
 

@@ -33,7 +33,7 @@ from webhook.controller.plan_files import PLAN_FILES
 
 if TYPE_CHECKING:  # the planner's numeric half loads only when a command plans
     from planner import JobNetwork, OrderEvaluation, PlanResult, SteeringResult
-    from webhook.controller.budget import GradedPlan
+    from webhook.controller.graded_plan import GradedPlan
 
 log = logging.getLogger("ringroute.plan")
 
@@ -274,8 +274,6 @@ def run_plan(args: argparse.Namespace) -> int:
     case = PlanCase(args)
     plan = case.budgeted(args)
     result = plan.result
-    if result is not None and not result.success:
-        log.warning("planner: %s", result.message)
     if plan.fallback is not None:
         log.warning("plan: %s", plan.fallback.message)
     from webhook.controller.plan_files import plan_outputs

@@ -1,7 +1,7 @@
 """`ringroute plan --memory-limit MIB --planning-timeout SECONDS`: the controller's planning budget, offline.
 
 With either flag the plan runs as the controller runs it: in a worker process under RLIMIT_DATA (`--memory-limit`)
-and a time limit (`--planning-timeout`), falling back one level at a time (`webhook.controller.budget`: pinned
+and a time limit (`--planning-timeout`), falling back one level at a time (`webhook.controller.graded_plan`: pinned
 routes, the same plan under ECMP, the ring order alone, pod-index order) when a level does not fit. Without them
 the plan runs in this process with no limit of ringroute's own; a MemoryError (a `ulimit -v`, say) still falls to
 the next level. Either way the plan report and the command's output say which plan was taken and why.
@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 from webhook.cli.errors import CommandError
 
 if TYPE_CHECKING:  # the planner's numeric half loads only when a command plans
-    from webhook.controller.budget import GradedPlan, PlanLevel, PlanRequest
+    from webhook.controller.graded_plan import GradedPlan, PlanLevel, PlanRequest
 
 log = logging.getLogger("ringroute.plan")
 
@@ -67,8 +67,9 @@ def _checked(args: argparse.Namespace) -> tuple[int | None, float | None]:
 
 def budgeted_plan(args: argparse.Namespace, request: PlanRequest) -> GradedPlan:
     """The plan of `request` within the budget of the flags (see the module's docstring), through the planning
-    driver the controller uses (`webhook.controller.levels.plan_within_budget`). Raises InputError for bad input."""
-    from webhook.controller.budget import graded_plan
+    driver the controller uses (`webhook.controller.planning_driver.plan_within_budget`). Raises InputError for bad
+    input."""
+    from webhook.controller.graded_plan import graded_plan
 
     memory, timeout = _checked(args)
     if memory is None and timeout is None:
@@ -77,9 +78,9 @@ def budgeted_plan(args: argparse.Namespace, request: PlanRequest) -> GradedPlan:
 
 
 async def _in_worker(request: PlanRequest, memory: int | None, limit_s: float | None) -> GradedPlan:
-    from webhook.controller.budget import graded_plan
+    from webhook.controller.graded_plan import graded_plan
     from webhook.controller.isolation import PlanningProcess, PlanningProcessError
-    from webhook.controller.levels import plan_within_budget
+    from webhook.controller.planning_driver import plan_within_budget
 
     worker = PlanningProcess(
         memory_limit_mib=memory or 0,

@@ -35,7 +35,7 @@ from webhook.common.settings import AcceleratorProfile, Settings
 
 if TYPE_CHECKING:
     from planner import HashModel, Pattern, PlanResult, Routing
-    from webhook.controller.budget import GradedPlan, PlanRequest
+    from webhook.controller.graded_plan import GradedPlan, PlanRequest
     from webhook.kube.whatif import ClusterObjects
 
 log = logging.getLogger("ringroute.plan")
@@ -240,7 +240,7 @@ class PlanCase:
 
     def request(self) -> PlanRequest:
         """The plan request: pinned routes around the running jobs' traffic when there are any."""
-        from webhook.controller.budget import PlanRequest
+        from webhook.controller.graded_plan import PlanRequest
 
         background = None
         if self.ledger is not None and self.routing == "pinned":

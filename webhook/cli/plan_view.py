@@ -57,9 +57,16 @@ class PlanView:
     @property
     def title(self) -> str:
         """Job, pattern, routing, queue pairs and seeds in one line (plot and page titles)."""
-        from planner import run_title
-
         return run_title(self.job, self.after)
+
+
+def run_title(job: str, evaluation: OrderEvaluation) -> str:
+    """What a plot or page shows, in one line: "default/llm-pretrain: ring pattern, ecmp routing, qps 1, mean
+    over ECMP hash seeds 0-63"."""
+    from planner import seed_note
+
+    seeds = seed_note(evaluation) or f"{evaluation.routing} routes are deterministic (one evaluation)"
+    return f"{job}: {evaluation.pattern} pattern, {evaluation.routing} routing, qps {evaluation.qps}, {seeds}"
 
 
 def plan_view(

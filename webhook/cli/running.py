@@ -67,7 +67,7 @@ def running_jobs_of(
     cannot be read is left out with a warning, as the controller leaves it out."""
     from planner import read_running_job
     from webhook.common.rank_configmap import plan_files, rank_table_status
-    from webhook.controller.planning import configmap_job_key
+    from webhook.controller.configmap_jobs import configmap_job_key
 
     jobs: list[RunningJob] = []
     for configmap in configmaps:

@@ -17,7 +17,7 @@ from webhook.common.jobfacts import job_facts
 from webhook.common.metrics import Metrics
 from webhook.common.rank_configmap import initial_configmap
 from webhook.common.settings import Settings
-from webhook.controller.planning import is_orphan
+from webhook.controller.configmap_jobs import is_orphan
 from webhook.controller.watches import NamespacesInformer
 from webhook.kube.client import CONFIGMAPS, ConflictError, KubeError, KubeRepository
 from webhook.kube.informer import BACKOFF_S, Informer, object_key

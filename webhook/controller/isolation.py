@@ -4,7 +4,7 @@ The controller runs in the pod that serves admission with `failurePolicy: Fail`.
 plan that grows past the pod's memory limit gets the whole process OOM-killed (every labelled Job in the cluster is
 refused until it is back), and a long plan holds the interpreter lock that admission needs. In a worker process
 with a data-size limit (`RLIMIT_DATA`), the plan gets a MemoryError instead (and falls back to the next cheaper plan,
-`webhook.controller.budget`), a plan past the time limit is killed, and admission keeps its interpreter.
+`webhook.controller.graded_plan`), a plan past the time limit is killed, and admission keeps its interpreter.
 
 One worker, one plan at a time, started ahead of the first plan (a fresh interpreter: about 2 s to import numpy and
 scipy, outside the time limit) and restarted after it was killed or died; it ends when the process that started it

@@ -38,7 +38,7 @@ from webhook.common.metrics import Metrics
 from webhook.common.names import RING_LABEL
 from webhook.common.rank_configmap import payload_hash, plan_files, rank_table_status
 from webhook.common.settings import Settings
-from webhook.controller.planning import configmap_job_key
+from webhook.controller.configmap_jobs import configmap_job_key
 
 log = logging.getLogger("ringroute.controller")
 

@@ -25,7 +25,7 @@ from planner import (
 )
 
 if TYPE_CHECKING:
-    from webhook.controller.budget import GradedPlan  # the planner's numeric half loads only when a plan is made
+    from webhook.controller.graded_plan import GradedPlan  # the planner's numeric half loads only when a plan is made
 
 RANKS_ENV_FILE = "ranks.env"
 PLAN_FILES = (RANK_TABLE_FILE, RANKS_ENV_FILE, REPORT_FILE, ROUTES_FILE, QP_PORT_CONFIG_FILE)

@@ -3,8 +3,8 @@
 Informers (`webhook.kube.informer`) keep caches of labelled Volcano Jobs, their pods, the rank-table ConfigMaps,
 Nodes and (when the CRD exists) HyperNodes. A Job without its ConfigMap gets one at once, owned by the Job, from a
 queue of its own (`ConfigMapKeeper.create`). Changes enqueue the job in a debounced work queue; `reconcile` reads the
-placement, plans (`webhook.controller.planning`), and writes the ConfigMap in one resourceVersion-guarded update.
-Only the Lease holder runs it (`webhook.controller.run`).
+placement (`webhook.controller.job_placement`), plans (`webhook.controller.table_planning`), and writes the ConfigMap
+in one resourceVersion-guarded update. Only the Lease holder runs it (`webhook.controller.run`).
 """
 
 from __future__ import annotations
@@ -37,11 +37,11 @@ from webhook.common.rank_configmap import (
     rank_table_status,
 )
 from webhook.common.settings import AcceleratorProfile, Settings
-from webhook.controller.budget import PlanLevel
+from webhook.controller.completed_table import Planned
+from webhook.controller.configmap_jobs import configmap_job_key
 from webhook.controller.configmaps import ConfigMapKeeper
-from webhook.controller.planning import (
-    Planned,
-    configmap_job_key,
+from webhook.controller.graded_plan import PlanLevel
+from webhook.controller.job_placement import (
     needs_a_fix,
     pending_summary,
     placement_fingerprint,

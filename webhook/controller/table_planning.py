@@ -1,8 +1,8 @@
 """A job's completed table: planned within the budget, around the fabric's other jobs, committed against the ledger.
 
 `TablePlanning.plan` builds the plan request (the settings' `planning`, the hash model, the other jobs' load on the
-links the job may use), runs it through the planning driver (`webhook.controller.levels.plan_within_budget`: the
-planning process and its fallback levels) and renders the ConfigMap data. `commit` writes it under the ledger's
+links the job may use), runs it through the planning driver (`webhook.controller.planning_driver.plan_within_budget`:
+the planning process and its fallback levels) and renders the ConfigMap data. `commit` writes it under the ledger's
 commit lock, after checking that the links it was planned around did not move meanwhile (another job's table was
 written, a job left): then the caller plans again, around the ledger as it is now.
 """
@@ -19,17 +19,17 @@ from typing import Any
 from planner import InputError, Placement, Topology
 from webhook.common.metrics import Metrics
 from webhook.common.settings import AcceleratorProfile, Settings, settings_hash_model
-from webhook.controller.budget import PlanLevel, PlanRequest
-from webhook.controller.isolation import PlanningProcess, PlanningProcessError
-from webhook.controller.ledger import LedgerKeeper
-from webhook.controller.levels import plan_within_budget
-from webhook.controller.planning import (
+from webhook.controller.completed_table import (
     Planned,
     completed_table,
     fixed_ranks_from_record,
     planning_failure,
     route_planning_problem,
 )
+from webhook.controller.graded_plan import PlanLevel, PlanRequest
+from webhook.controller.isolation import PlanningProcess, PlanningProcessError
+from webhook.controller.ledger import LedgerKeeper
+from webhook.controller.planning_driver import plan_within_budget
 
 log = logging.getLogger("ringroute.controller")
 

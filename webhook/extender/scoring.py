@@ -33,7 +33,8 @@ from dataclasses import dataclass
 from itertools import repeat
 
 from webhook.extender.fit import TaskView, node_cards
-from webhook.extender.state import ExtenderState, JobPlan, Path
+from webhook.extender.node_paths import Path
+from webhook.extender.state import ExtenderState, JobPlan
 from webhook.extender.wire import (
     CODE_SUCCESS,
     CODE_UNSCHEDULABLE,

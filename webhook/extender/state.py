@@ -18,10 +18,10 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
-from planner import DEFAULT_LABEL_KEYS
 from webhook.common.names import RING_LABEL
 from webhook.common.settings import Settings
 from webhook.extender.fit import TaskView, node_admits, node_cards, read_task
+from webhook.extender.node_paths import Path, PathReader, PathTable, label_path_reader, node_labels
 from webhook.extender.placement import GangPlan, LeafRoom, plan_gang, plan_gang_within
 from webhook.extender.wire import (
     GONE_STATUSES,
@@ -35,18 +35,6 @@ from webhook.extender.wire import (
     TaskInfo,
 )
 
-Path = tuple[str, ...]
-"""Topology domains of a node, tier 1 (leaf) first."""
-
-_TOPOGRAPH_TIERS = "fabric.topograph.run/tier-N"
-"""How the planner names the topograph family: one `tier-<N>` key per tier present."""
-DEFAULT_LABEL_FAMILIES: tuple[tuple[str, ...], ...] = tuple(
-    tuple(f"fabric.topograph.run/tier-{n}" for n in range(1, 5)) if family == (_TOPOGRAPH_TIERS,) else family[::-1]
-    for family in DEFAULT_LABEL_KEYS
-)
-"""The planner's label families (`planner.DEFAULT_LABEL_KEYS`, which `topology_from_nodes` reads when no keys
-are configured), tier 1 first, tried in the same order."""
-
 MAX_REMEMBERED_NODES = 200_000
 """Nodes remembered at most (besides the byte budget `extender.maxStateMib`); the least recently seen go first."""
 PATH_TTL_S = 600.0
@@ -54,39 +42,9 @@ PATH_TTL_S = 600.0
 MAX_REMEMBERED_JOBS = 20_000
 """Jobs with plans or placements remembered before the oldest are dropped."""
 
-PathReader = Callable[[Mapping[str, str] | None], Path | None]
-
 PLAN_LEAF_STEP = 5.0
 """Score step (before `extender.scoreWeight`) between consecutive leaves of a plan, so Volcano fills leaf after
 leaf; at the default weight it is 500 points, more than the 350 nodeorder and binpack can add."""
-
-
-def label_path_reader(label_keys: Sequence[str] = ()) -> PathReader:
-    """Read a node's path from its own labels: `label_keys` (top-most tier first, as in TopologySettings) or the
-    recognised families; the node's values from tier 1 up, stopping at the first missing key.
-
-    Per node on purpose: the extender sees changing subsets of nodes, while the planner's `topology_from_nodes`
-    normalises a whole-cluster view.
-    """
-    families: tuple[tuple[str, ...], ...] = (tuple(reversed(label_keys)),) if label_keys else DEFAULT_LABEL_FAMILIES
-
-    def read(labels: Mapping[str, str] | None) -> Path | None:
-        if not labels:
-            return None
-        for family in families:
-            first = labels.get(family[0])
-            if not first:
-                continue
-            path = [first]
-            for key in family[1:]:
-                value = labels.get(key)
-                if not value:
-                    break
-                path.append(value)
-            return tuple(path)
-        return None
-
-    return read
 
 
 def _view_bytes(info: NodeView) -> int:
@@ -99,12 +57,6 @@ def _view_bytes(info: NodeView) -> int:
     for taint in (spec.taints if spec is not None else None) or ():
         size += 150 + len(taint.key) + len(taint.value) + len(taint.effect)
     return size
-
-
-def node_labels(info: NodeView) -> Mapping[str, str] | None:
-    """metadata.labels of a NodeInfo's Node."""
-    meta = info.Node.metadata if info.Node is not None else None
-    return meta.labels if meta is not None else None
 
 
 @dataclass(frozen=True, slots=True)
@@ -182,8 +134,6 @@ class _JobMemory:
     """task uid -> node, from allocate events of this session."""
     plan: JobPlan | None = None
     plan_used: float = 0.0
-    unplanned: Unplanned | None = None
-    """Why planning found no plan in `no_plan_session`."""
     no_plan_session: int = -1
     """Session in which planning found no placement (not retried within it)."""
     no_plan_at: float = -1e18
@@ -207,29 +157,6 @@ def _hard_tier(job: JobInfo) -> TierLimit | None:
     session = job.NetworkTopology
     translated = session.tier if session is not None and session.effective_mode == "hard" else None
     return TierLimit(translated, written.tier_name)
-
-
-class PathTable:
-    """Topology paths numbered in order of appearance, 0 standing for no topology: prioritize counts candidates
-    per path and looks up their scores by number (a list index) rather than by tuple (hashed at every lookup)."""
-
-    SLACK = 1024
-    """Numbers of forgotten paths tolerated before the live ones are numbered afresh."""
-
-    def __init__(self) -> None:
-        self.paths: list[Path | None] = [None]
-        self._numbers: dict[Path | None, int] = {None: 0}
-
-    def number(self, path: Path | None) -> int:
-        """The path's number, given now if it has none."""
-        found = self._numbers.get(path)
-        if found is None:
-            found = self._numbers[path] = len(self.paths)
-            self.paths.append(path)
-        return found
-
-    def __len__(self) -> int:
-        return len(self.paths)
 
 
 class ExtenderState:
@@ -474,7 +401,7 @@ class ExtenderState:
     def plan_for(self, task: TaskView, *, create: bool = True) -> JobPlan | None:
         """The job's gang plan, made now (when `create`) if this is the job's first call of the session; None
         when the job is not planned (not route-planned, size unknown, no placement holds it, or left to Volcano:
-        `unplanned` says why)."""
+        `on_plan` is told why)."""
         if not task.route_planned or task.profile is None or not task.job:
             return None
         settings = self.settings.extender
@@ -492,10 +419,10 @@ class ExtenderState:
         if self.on_plan is not None:
             self.on_plan(task, made)
         if isinstance(made, Unplanned):
-            memory.plan, memory.unplanned = None, made
+            memory.plan = None
             memory.no_plan_session, memory.no_plan_at = self.session, now
             return None
-        memory.plan, memory.plan_used, memory.unplanned = made, now, None
+        memory.plan, memory.plan_used = made, now
         return made
 
     def left_to_volcano(self, task: TaskView) -> bool:
@@ -673,16 +600,10 @@ class ExtenderState:
 
 
 __all__ = [
-    "DEFAULT_LABEL_FAMILIES",
     "ExtenderState",
-    "SessionJob",
     "JobPlan",
+    "SessionJob",
     "TierLimit",
     "Unplanned",
     "UnplannedReason",
-    "Path",
-    "PathReader",
-    "PathTable",
-    "label_path_reader",
-    "node_labels",
 ]

@@ -31,9 +31,8 @@ hard at a virtual tier above every HyperNode from 1.14 (as 1.14.3 and later do).
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import msgspec
@@ -41,24 +40,25 @@ import numpy as np
 import orjson
 
 from planner import hypernode_tree
-from webhook.common.names import (
-    GROUP_NAME_ANNOTATION,
-    HOSTNAME_LABEL,
-    JOB_NAME_LABEL,
-    JOB_NAMESPACE_LABEL,
-    JOB_VERSION_ANNOTATION,
-    NPU_NODE_LABEL,
-    NPU_PODS_ANNOTATION,
-    QUEUE_NAME_KEY,
-    RING_LABEL,
-    ROUTE_PLAN_ENV,
-    TASK_SPEC_KEY,
-)
 from webhook.extender.app import ExtenderService
 from webhook.extender.fit import node_admits, pod_constraints
 from webhook.extender.volcano_releases import MASTER_RELEASE, RELEASES, normalize_release
 from webhook.extender.wire import NodeInfo, Pod
 from webhook.volcano_emulation import allocate_rules
+from webhook.volcano_emulation.cluster_objects import (
+    NODE_CPU_MILLI,
+    NODE_MEMORY,
+    TASK_ALLOCATED,
+    TASK_CPU_MILLI,
+    TASK_MEMORY,
+    TASK_PENDING,
+    TASK_RUNNING,
+    TRAINING_IMAGE_BYTES,
+    SimJob,
+    SimNode,
+    node_info,
+    task_cards,
+)
 from webhook.volcano_emulation.default_scores import ScoringInput, default_node_scores
 from webhook.volcano_emulation.extender_answers import (
     decode_event_handler_response,
@@ -81,14 +81,6 @@ from webhook.volcano_emulation.network_topology import (
 )
 
 Release = tuple[int, int]
-
-TASK_PENDING, TASK_ALLOCATED, TASK_RUNNING = 1, 2, 32
-NODE_CPU_MILLI = 192_000.0
-NODE_MEMORY = 1536 * 2**30
-TASK_CPU_MILLI = 16_000.0
-TASK_MEMORY = 256 * 2**30
-TRAINING_IMAGE_BYTES = 24_817_294_336
-"""Size of the jobs' training image (pytorch-ascend 2.1.0-cann8.0), which image locality weighs."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,165 +121,6 @@ def release_name(release: Release) -> str:
     newest = normalize_release(MASTER_RELEASE)
     name = f"{release[0]}.{release[1]}"
     return name if name in RELEASES else newest
-
-
-@dataclass(slots=True)
-class SimNode:
-    """A node of the emulated cluster."""
-
-    name: str
-    labels: dict[str, str]
-    cards: int
-    resource: str
-    daemon_cpu: float = 0.0
-    daemon_memory: float = 0.0
-    has_image: bool = False
-    """The node already holds the training image (image locality scores it up to 100 points higher)."""
-    tasks: dict[str, dict[str, Any]] = field(default_factory=dict)
-    """TaskInfos on the node (bound, or allocated in the running session)."""
-
-    def used_cards(self) -> int:
-        return sum(_cards(t, self.resource) for t in self.tasks.values())
-
-    def used_cpu(self) -> float:
-        return self.daemon_cpu + sum(float((t.get("Resreq") or {}).get("MilliCPU", 0.0)) for t in self.tasks.values())
-
-    def used_memory(self) -> float:
-        return self.daemon_memory + sum(float((t.get("Resreq") or {}).get("Memory", 0.0)) for t in self.tasks.values())
-
-
-@dataclass(slots=True)
-class SimJob:
-    """A Volcano Job with one task spec of `size` NPU pods."""
-
-    namespace: str
-    name: str
-    size: int
-    cards: int
-    resource: str
-    route_planned: bool = True
-    tasks: list[dict[str, Any]] = field(default_factory=list)
-    placed: dict[int, str] = field(default_factory=dict)
-    """Task index -> node once committed."""
-    network_topology: Mapping[str, Any] | None = None
-    """The Job's (and so its PodGroup's) `spec.networkTopology`."""
-    allocated_hypernode: str = ""
-    """The HyperNode Volcano recorded for the job once placed (soft jobs on 1.12-1.13)."""
-
-    @property
-    def job_id(self) -> str:
-        return f"{self.namespace}/{self.name}-pg"
-
-
-def make_job(
-    namespace: str,
-    name: str,
-    size: int,
-    *,
-    cards: int,
-    resource: str,
-    route_planned: bool = True,
-    network_topology: Mapping[str, Any] | None = None,
-) -> SimJob:
-    """A job with its pending TaskInfos, as Volcano's controller and cache create them."""
-    job = SimJob(namespace, name, size, cards, resource, route_planned, network_topology=network_topology)
-    job.tasks = [task_info(job, index) for index in range(size)]
-    return job
-
-
-def task_info(job: SimJob, index: int, *, node: str = "", status: int = TASK_PENDING) -> dict[str, Any]:
-    """A TaskInfo of a Volcano Job's pod in Volcano's JSON shape (Go field names, milli-unit scalars)."""
-    uid = str(uuid.uuid5(uuid.NAMESPACE_OID, f"{job.namespace}/{job.name}/{index}"))
-    request = {
-        "MilliCPU": TASK_CPU_MILLI,
-        "Memory": float(TASK_MEMORY),
-        "ScalarResources": {job.resource: job.cards * 1000.0},
-    }
-    env = [{"name": "VC_TASK_INDEX", "value": str(index)}, {"name": "VK_TASK_INDEX", "value": str(index)}]
-    if job.route_planned:
-        env.append({"name": ROUTE_PLAN_ENV, "value": "true"})
-    quantity = {job.resource: str(job.cards), "cpu": "16", "memory": "256Gi"}
-    pod = {
-        "metadata": {
-            "name": f"{job.name}-worker-{index}",
-            "namespace": job.namespace,
-            "uid": uid,
-            "labels": {
-                RING_LABEL: "ascend-1980",
-                JOB_NAME_LABEL: job.name,
-                JOB_NAMESPACE_LABEL: job.namespace,
-                QUEUE_NAME_KEY: "default",
-                TASK_SPEC_KEY: "worker",
-            },
-            "annotations": {
-                GROUP_NAME_ANNOTATION: f"{job.name}-pg",
-                JOB_NAME_LABEL: job.name,
-                JOB_VERSION_ANNOTATION: "0",
-                TASK_SPEC_KEY: "worker",
-                NPU_PODS_ANNOTATION: str(job.size),
-            },
-        },
-        "spec": {
-            "containers": [{"name": "train", "env": env, "resources": {"requests": quantity, "limits": quantity}}],
-            "nodeSelector": {NPU_NODE_LABEL: "ascend-1980"},
-            "nodeName": node,
-            "schedulerName": "volcano",
-        },
-        "status": {"phase": "Running" if node else "Pending"},
-    }
-    return {
-        "UID": uid,
-        "Job": job.job_id,
-        "Name": f"{job.name}-worker-{index}",
-        "Namespace": job.namespace,
-        "TaskRole": "worker",
-        "Resreq": request,
-        "InitResreq": request,
-        "NodeName": node,
-        "Status": status,
-        "Priority": 0,
-        "Pod": pod,
-    }
-
-
-def node_info(node: SimNode) -> dict[str, Any]:
-    """A NodeInfo in Volcano's JSON shape, Idle and Used following from its tasks."""
-    used_cards = node.used_cards() * 1000.0
-    allocatable = {
-        "MilliCPU": NODE_CPU_MILLI,
-        "Memory": float(NODE_MEMORY),
-        "ScalarResources": {node.resource: node.cards * 1000.0},
-    }
-    idle = {
-        "MilliCPU": NODE_CPU_MILLI - node.used_cpu(),
-        "Memory": float(NODE_MEMORY) - node.used_memory(),
-        "ScalarResources": {node.resource: node.cards * 1000.0 - used_cards},
-    }
-    empty = {"MilliCPU": 0.0, "Memory": 0.0, "ScalarResources": None}
-    return {
-        "Name": node.name,
-        "Node": {
-            "metadata": {"name": node.name, "labels": {HOSTNAME_LABEL: node.name, **node.labels}},
-            "spec": {},
-        },
-        "State": {"Phase": 1, "Reason": ""},
-        "Releasing": empty,
-        "Pipelined": empty,
-        "Idle": idle,
-        "Used": {
-            "MilliCPU": node.used_cpu(),
-            "Memory": node.used_memory(),
-            "ScalarResources": {node.resource: used_cards},
-        },
-        "Allocatable": allocatable,
-        "Capacity": allocatable,
-        "Tasks": dict(node.tasks),
-    }
-
-
-def _cards(task: Mapping[str, Any], resource: str) -> int:
-    scalars = (task.get("Resreq") or {}).get("ScalarResources") or {}
-    return int(float(scalars.get(resource, 0.0)) / 1000.0 + 1e-6)
 
 
 # --------------------------------------------------------------------------------------------- answer decoding
@@ -652,7 +485,7 @@ class VolcanoAllocate:
             node = nodes[(start + offset) % total_nodes]
             processed += 1
             # Resource fit first: the extender never hears of nodes the task does not fit.
-            job_cards = _cards(task, node.resource)
+            job_cards = task_cards(task, node.resource)
             if node.cards - node.used_cards() < job_cards or NODE_CPU_MILLI - node.used_cpu() < TASK_CPU_MILLI:
                 continue
             if node.name in failed:
@@ -705,7 +538,7 @@ class VolcanoAllocate:
             return {}
         return normal_pod_scores(
             names,
-            Amounts(TASK_CPU_MILLI, float(TASK_MEMORY), {job.resource: _cards(task, job.resource) * 1000.0}),
+            Amounts(TASK_CPU_MILLI, float(TASK_MEMORY), {job.resource: task_cards(task, job.resource) * 1000.0}),
             used=self._used(),
             allocatable=self._allocatable,
             session=hyper,
@@ -758,14 +591,10 @@ def _minus(a: Amounts, b: Amounts) -> Amounts:
 
 __all__ = [
     "CallCounts",
-    "SimJob",
-    "SimNode",
     "VolcanoAllocate",
     "VolcanoConfig",
-    "make_job",
-    "node_info",
     "num_feasible_nodes_to_find",
     "plugin_scores",
     "predicate_passes",
-    "task_info",
+    "release_name",
 ]

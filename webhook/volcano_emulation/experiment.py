@@ -22,15 +22,8 @@ from webhook.common.names import (
 from webhook.common.settings import Settings
 from webhook.extender.app import ExtenderService
 from webhook.extender.placement import leaves_lower_bound
-from webhook.volcano_emulation.allocate_action import (
-    TASK_RUNNING,
-    SimJob,
-    SimNode,
-    VolcanoAllocate,
-    VolcanoConfig,
-    make_job,
-    task_info,
-)
+from webhook.volcano_emulation.allocate_action import VolcanoAllocate, VolcanoConfig
+from webhook.volcano_emulation.cluster_objects import TASK_RUNNING, SimJob, SimNode, make_job, task_info
 
 NPU_NODE_LABELS = {NPU_NODE_LABEL: NPU_LABEL_VALUE}
 

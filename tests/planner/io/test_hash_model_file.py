@@ -18,14 +18,13 @@ from planner import (
     LearnedHash,
     SwitchHash,
     dump_hash_model,
-    hash_model_document,
     load_hash_model,
     read_hash_model,
 )
 from planner._hash_model import KEY_BITS
-from planner.io._hash_model_file import MAX_HASH_MODEL_CHARS, render_path
-from planner.sim._hashing import compile_switch_hash
-from tests.planner.sim.test_hashing import specs, tuples
+from planner.fabric._hashing import compile_switch_hash
+from planner.io._hash_model_file import MAX_HASH_MODEL_CHARS, hash_model_document, render_path
+from tests.planner.fabric.test_hashing import specs, tuples
 
 
 def one_line(raised: pytest.ExceptionInfo[InputError]) -> str:

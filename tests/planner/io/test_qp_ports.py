@@ -6,7 +6,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from planner import MAX_CONFIG_LINES, InputError, QpPortLine, read_qp_port_config, render_qp_port_config
+from planner import InputError, QpPortLine
+from planner.io._qp_ports import MAX_CONFIG_LINES, read_qp_port_config, render_qp_port_config
 from tests.support import hccl_multi_qp
 
 addresses = st.ip_addresses(v=4).map(str)

@@ -8,17 +8,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from planner import (
-    LINK_TIER_LEAF,
-    FabricLedger,
-    JobTraffic,
-    fabric_links,
-    job_network,
-    job_traffic,
-    link_loads,
-    pin_routes,
-    ring_flows,
-)
+from planner import FabricLedger, fabric_links, job_network, job_traffic, link_loads, pin_routes, ring_flows
+from planner.sim._ledger import JobTraffic
+from planner.sim._network import LINK_TIER_LEAF
 from tests.support.fabrics import clos
 
 TOPOLOGY = clos([4, 4, 4, 4], nics=2, leaf_uplinks=4)

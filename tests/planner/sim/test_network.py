@@ -5,7 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from planner import LINK_TIER_LEAF, LINK_TIER_NIC, LINK_TIER_SPINE, TopologyError, job_network
+from planner import TopologyError, job_network
+from planner.sim._network import LINK_TIER_LEAF, LINK_TIER_NIC, LINK_TIER_SPINE
 from tests.support.fabrics import clos, network
 
 

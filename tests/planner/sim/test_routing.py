@@ -7,16 +7,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from planner import (
-    LINK_TIER_NIC,
-    LINK_TIER_SPINE,
-    InputError,
-    evaluate_order,
-    lambda_star,
-    link_loads,
-    pin_routes,
-    ring_flows,
-)
+from planner import InputError, evaluate_order, lambda_star, link_loads, pin_routes, ring_flows
+from planner.sim._network import LINK_TIER_NIC, LINK_TIER_SPINE
 from tests.support.fabrics import clos, network
 
 # Servers of `clos([2, 2, 2])`: 0, 1 on leaf-0; 2, 3 on leaf-1; 4, 5 on leaf-2 (slot = position on the leaf).

@@ -10,7 +10,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from planner import (
-    LINK_TIER_NIC,
     HashModel,
     JobNetwork,
     LearnedHash,
@@ -24,6 +23,7 @@ from planner import (
     ring_flows,
     steer_source_ports,
 )
+from planner.sim._network import LINK_TIER_NIC
 from tests.support.fabrics import clos
 from tests.support.placements import worker_placement
 

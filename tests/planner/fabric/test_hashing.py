@@ -9,7 +9,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from planner import (
-    HASH_FUNCTIONS,
     FabricSwitch,
     HashFunction,
     HashModel,
@@ -17,14 +16,21 @@ from planner import (
     InputError,
     LearnedHash,
     SwitchHash,
-    check_switch_hash,
-    spine_switch_name,
-    tier1_switch_name,
     tier_of_switch_name,
 )
-from planner._hash_model import FUNCTION_WIDTHS, KEY_BITS, TUPLE_FIELDS, XOR_FUNCTIONS, key_int
-from planner.sim._gf2 import parity
-from planner.sim._hashing import (
+from planner._hash_model import (
+    FUNCTION_WIDTHS,
+    HASH_FUNCTIONS,
+    KEY_BITS,
+    TUPLE_FIELDS,
+    XOR_FUNCTIONS,
+    check_switch_hash,
+    key_int,
+    spine_switch_name,
+    tier1_switch_name,
+)
+from planner.fabric._gf2 import parity
+from planner.fabric._hashing import (
     CRC_CONFIGURATIONS,
     KeyMap,
     bucket_of,

@@ -1,4 +1,4 @@
-"""Planning under a budget with graded fallback: the plan asked for, else the next cheaper one, and why.
+"""A graded plan, within one process: the plan asked for, else the next cheaper level, and why.
 
 Levels, most expensive first (`plan_levels`):
 
@@ -10,8 +10,9 @@ Levels, most expensive first (`plan_levels`):
 4. `pod-index`: ranks in pod-index order (surviving servers keep their ranks), which needs no planner at all.
 
 Within one process a level that runs out of memory (a MemoryError, as RLIMIT_DATA gives) falls to the next one
-here. A level stopped from outside (past the time limit, or its process killed) is given up by the caller, which
-starts again at the next level (`next_level`) and passes the reasons so far. Pure: no I/O.
+here. A level stopped from outside (past the time limit, or its process killed) is given up by the planning driver
+(`webhook.controller.planning_driver`), which starts again at the next level (`next_level`) in a new process and
+passes the reasons so far. Pure: no I/O.
 """
 
 from __future__ import annotations

@@ -27,14 +27,8 @@ from planner._errors import InputError
 from planner._hash_model import HashModel
 from planner._model import Placement, Topology
 from planner.core._result import PlanResult
-from planner.io._qp_ports import MAX_CONFIG_LINES, MAX_PORTS_PER_LINE, QpPortLine, render_qp_port_config
-from planner.sim._evaluate import OrderEvaluation, evaluate_order
-from planner.sim._fabric import LinkBackground
-from planner.sim._network import JobNetwork, job_network
-from planner.sim._patterns import pattern_steps
-from planner.sim._pinning import pin_routes
-from planner.sim._route_plan import RoutePlan
-from planner.sim._steering import (
+from planner.fabric._hashed_routes import hashed_routes
+from planner.fabric._port_search import (
     DEFAULT_PORT_RANGE,
     CompiledModel,
     PortSearch,
@@ -42,13 +36,18 @@ from planner.sim._steering import (
     SourcePorts,
     SwitchUse,
     device_addresses,
-    hashed_routes,
     queue_pair_targets,
-    reachable_spines,
-    reroute,
     search_ports,
     source_ports,
 )
+from planner.fabric._reroute import reachable_spines, reroute
+from planner.io._qp_ports import MAX_CONFIG_LINES, MAX_PORTS_PER_LINE, QpPortLine, render_qp_port_config
+from planner.sim._evaluate import OrderEvaluation, evaluate_order
+from planner.sim._fabric_links import LinkBackground
+from planner.sim._network import JobNetwork, job_network
+from planner.sim._patterns import pattern_steps
+from planner.sim._pinning import pin_routes
+from planner.sim._route_plan import RoutePlan
 from planner.sim._summary import format_fraction, format_load
 
 SteeringMode = Literal["steered", "spread", "none"]

@@ -94,31 +94,6 @@ class FabricLinks:
         """The link of fabric id `link` in words (a switch link: NIC ids raise ValueError)."""
         return link_name(self.network, link)
 
-    def switch_links(self) -> tuple[np.ndarray, np.ndarray]:
-        """(fabric ids of every existing switch link, which of them are tier-1 links)."""
-        net = self.network
-        ids: list[np.ndarray] = []
-        planes, width = net.planes, net.max_uplinks
-        switch = np.repeat(np.arange(len(net.leaf_names) * planes), width)
-        spine = np.tile(np.arange(width), len(net.leaf_names) * planes)
-        exists = spine < net.leaf_uplinks[switch // planes]
-        for up in (True, False):
-            ids.append(net.leaf_link(switch[exists], spine[exists], up=up))
-        tier1 = sum(i.size for i in ids)
-        if net.listed_tiers == 2 and net.max_pod_uplinks:
-            cores = net.max_pod_uplinks
-            flat = np.arange(len(net.pod_names) * planes * width * cores)
-            rest, core = np.divmod(flat, cores)
-            rest, spine2 = np.divmod(rest, width)
-            pod, plane = np.divmod(rest, planes)
-            exists2 = (spine2 < net.pod_spines[pod]) & (core < net.pod_uplinks[pod])
-            for up in (True, False):
-                ids.append(net.spine_link(pod[exists2], plane[exists2], spine2[exists2], core[exists2], up=up))
-        every = np.concatenate(ids)
-        is_tier1 = np.zeros(every.size, dtype=bool)
-        is_tier1[:tier1] = True
-        return every, is_tier1
-
 
 def link_name(net: JobNetwork, link: int) -> LinkName:
     """Switch link `link` of a network in words (NIC links raise ValueError)."""

@@ -1,8 +1,8 @@
-"""Walking the plan levels down across planning processes: the planning driver the controller and `ringroute plan`
-share.
+"""The planning driver the controller and `ringroute plan` share: the plan levels walked down across planning
+processes.
 
 A level stopped from outside its process (past the time limit, or the process killed) is given up here and the
-next cheaper one runs in a new process, with the whole time limit again (`webhook.controller.budget`); a level
+next cheaper one runs in a new process, with the whole time limit again (`webhook.controller.graded_plan`); a level
 that runs out of memory falls further inside the process by itself.
 """
 
@@ -13,7 +13,7 @@ import logging
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, TypeVar
 
-from webhook.controller.budget import GradedPlan, PlanLevel, PlanRequest, graded_plan, level_title, next_level
+from webhook.controller.graded_plan import GradedPlan, PlanLevel, PlanRequest, graded_plan, level_title, next_level
 from webhook.controller.isolation import PlanningProcess, PlanningProcessError
 
 if TYPE_CHECKING:

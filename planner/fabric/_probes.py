@@ -31,8 +31,9 @@ from planner._hash_model import (
     tier1_switch_name,
 )
 from planner._model import Placement, Topology
-from planner.sim._calibrate import name_order, samples_to_learn
-from planner.sim._gf2 import XorBasis
+from planner.fabric._gf2 import XorBasis
+from planner.fabric._learning import samples_to_learn
+from planner.fabric._switch_samples import name_order
 from planner.sim._network import job_network
 
 DEFAULT_PROBE_PORTS = (49152, 65535)

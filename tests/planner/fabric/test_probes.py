@@ -22,8 +22,8 @@ from planner import (
     switch_pools,
 )
 from planner._hash_model import key_int
-from planner.sim._gf2 import XorBasis
-from planner.sim._probes import _port_span
+from planner.fabric._gf2 import XorBasis
+from planner.fabric._probes import _port_span
 from tests.support.placements import make_placement, make_topology
 from tests.support.switch_hashes import random_affine, samples
 

@@ -21,12 +21,11 @@ from planner import (
     SteeringResult,
     SwitchHash,
     Topology,
-    hash_output,
     plan_ranks,
     steer_source_ports,
 )
 from planner._hash_model import HASH_FUNCTIONS, BucketRule, HashFunction, SwitchTier, next_hop_index
-from planner.sim._hashing import bucket_of
+from planner.fabric._hashing import bucket_of, hash_output
 from tests.support import hccl_multi_qp
 from tests.support.placements import make_topology, worker_placement
 from tests.support.steering import followed_queue_pairs

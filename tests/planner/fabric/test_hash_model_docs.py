@@ -10,7 +10,7 @@ import numpy as np
 
 from planner import HashSpec, SwitchHash, compile_switch_hash, load_hash_model
 from planner._hash_model import ipv4_int
-from planner.sim._hashing import function_output, hash_output, key_bytes
+from planner.fabric._hashing import function_output, hash_output, key_bytes
 
 DOC = Path(__file__).resolve().parents[3] / "docs" / "simulator.md"
 SPEC = HashSpec("crc16-ccitt", seed=0x5A5A, bucket="low-bits", members=("spine-2", "spine-0", "spine-3", "spine-1"))

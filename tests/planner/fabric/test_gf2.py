@@ -7,7 +7,7 @@ import itertools
 from hypothesis import given
 from hypothesis import strategies as st
 
-from planner.sim._gf2 import XorBasis, parity, set_bits
+from planner.fabric._gf2 import XorBasis, parity, set_bits
 
 vectors = st.lists(st.integers(0, 255), max_size=10)
 
