@@ -193,7 +193,8 @@ class TablePlanning:
                     log.info("event=fabric_moved job=%s planned_at=%d detail=planning again", key, version)
                     return None
             written = await write()
-            await asyncio.to_thread(self.ledger.update, key, written)
+            if self.ledger.ready:  # no ledger (planned alone): nothing to hold, and the pods' updates start at once
+                await asyncio.to_thread(self.ledger.update, key, written)
             return written
 
     def start(self) -> None:
