@@ -222,3 +222,35 @@ def test_the_plan_page_pictures_the_shared_fabric_with_the_new_jobs_routes(
     grid = text.split('data-field="fabric-grid"', 1)[1]
     assert "default/second (this plan)" in grid, "hovering a cell of this plan's links names it"
     assert str(first) in grid
+
+
+def test_a_huge_file_in_a_running_dir_is_refused_or_skipped_before_it_is_read(
+    tmp_path: Path, inputs: dict[str, Path], capsys: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture
+) -> None:
+    first, out = tmp_path / "first", tmp_path / "out"
+    assert plan(PODS, first, inputs["model"]) == 0
+    with (first / "routes.json").open("r+b") as routes:  # sparse: 300 MiB on paper, nothing on disk
+        routes.truncate(300 * 1024 * 1024)
+    assert plan(inputs["second"], out, inputs["model"], "--running", str(first)) == 0
+    assert any("routes.json larger than 64 MiB, not read" in r.getMessage() for r in caplog.records)
+    with (first / "ringroute-plan.json").open("r+b") as report:
+        report.truncate(300 * 1024 * 1024)
+    capsys.readouterr()
+    assert plan(inputs["second"], tmp_path / "again", inputs["model"], "--running", str(first)) == 2
+    assert capsys.readouterr().err.strip() == (
+        f"ringroute plan: error: --running {first}: ringroute-plan.json is larger than 64 MiB; not a plan file"
+    )
+    assert not (tmp_path / "again").exists()
+
+
+def test_a_running_dir_whose_report_nests_100000_deep_is_one_line(
+    tmp_path: Path, inputs: dict[str, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    first = tmp_path / "first"
+    assert plan(PODS, first, inputs["model"]) == 0
+    (first / "ringroute-plan.json").write_text("[" * 100_000 + "]" * 100_000, encoding="utf-8")
+    capsys.readouterr()
+    assert plan(inputs["second"], tmp_path / "out", inputs["model"], "--running", str(first)) == 2
+    error = capsys.readouterr().err.strip()
+    assert error.startswith(f"ringroute plan: error: --running {first} ringroute-plan.json: not JSON")
+    assert "\n" not in error

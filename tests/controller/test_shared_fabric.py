@@ -174,3 +174,32 @@ async def test_a_running_job_whose_routes_cannot_be_read_counts_as_unsteered(
         assert report["steering"]["mode"] == "steered"
         # the first job's flows spread evenly over the spines: 8 flows over 64 uplinks of a leaf
         assert report["fabric"]["other_jobs_load"] == pytest.approx(8 / 64)
+
+
+@pytest.mark.parametrize(
+    "damage",
+    [
+        {"ringroute-plan.json": "[" * 100_000 + "]" * 100_000},
+        {
+            "ringroute-state.json": '{"servers": "²"}',
+            "jobstart_hccl.json": '{"status": "completed", "server_count": "²"}',
+        },
+    ],
+    ids=["nested-100000-deep", "superscript-two"],
+)
+async def test_a_running_jobs_configmap_edited_into_nonsense_is_left_out_and_the_ledger_goes_on(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, damage: dict[str, str]
+) -> None:
+    async with shared(tmp_path) as h:
+        await start(h, "first")
+
+        def edit(configmap: dict[str, Any]) -> None:
+            configmap["data"].update(damage)
+            sha = payload_hash(configmap["data"], configmap.get("binaryData"))
+            configmap["metadata"]["annotations"][DATA_HASH_ANNOTATION] = sha
+
+        await h.server.mutate("configmaps", NS, "configmap1980-first", edit)
+        await wait_for(lambda: any("fabric_job_left_out job=team-a/first" in r.getMessage() for r in caplog.records))
+        await start(h, "second")
+        await wait_for(lambda: h.controller.tables.ledger.nodes_of("team-a/second") != ())
+        assert h.controller.tables.ledger.nodes_of("team-a/first") == (), "left out, not counted"

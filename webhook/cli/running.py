@@ -25,6 +25,9 @@ if TYPE_CHECKING:  # the planner's numeric half loads only when a command plans
 log = logging.getLogger("ringroute.plan")
 
 RUNNING_FLAG = "--running"
+MAX_PLAN_FILE_BYTES = 64 * 1024 * 1024
+"""Largest file of a plan directory read (a 4,096-server job's table is 2.6 MB, its port file 3 MB); a larger
+routes.json is skipped (the job then counts by its ports), any other larger file refused."""
 PLAN_DIR_FILES = (RANK_TABLE_FILE, REPORT_FILE, STATE_FILE, ROUTES_FILE, QP_PORT_CONFIG_FILE)
 """The files of a plan directory a running job is read from (only the rank table is required)."""
 
@@ -51,7 +54,17 @@ def read_plan_dir(directory: Path) -> RunningJob:
     where = f"{RUNNING_FLAG} {directory}"
     if not directory.is_dir():
         raise CommandError(f"{where}: not a directory; give the --out-dir of an earlier ringroute plan")
-    files = {name: read_text(directory / name, where) for name in PLAN_DIR_FILES if (directory / name).is_file()}
+    files: dict[str, str] = {}
+    for name in PLAN_DIR_FILES:
+        path = directory / name
+        if not path.is_file():
+            continue
+        if path.stat().st_size > MAX_PLAN_FILE_BYTES:
+            if name == ROUTES_FILE:  # a job's ports tell where its queue pairs go; the plan's routes are a courtesy
+                log.warning("%s: %s larger than %d MiB, not read", where, name, MAX_PLAN_FILE_BYTES >> 20)
+                continue
+            raise CommandError(f"{where}: {name} is larger than {MAX_PLAN_FILE_BYTES >> 20} MiB; not a plan file")
+        files[name] = read_text(path, where)
     if RANK_TABLE_FILE not in files:
         raise CommandError(f"{where}: no {RANK_TABLE_FILE}; not a plan directory (give an earlier --out-dir)")
     try:
@@ -64,22 +77,18 @@ def running_jobs_of(
     configmaps: Sequence[Mapping[str, Any]], settings: Settings, exclude: str | None
 ) -> list[RunningJob]:
     """The running jobs of a cluster's completed rank-table ConfigMaps (but the one of job `exclude`); one that
-    cannot be read is left out with a warning, as the controller leaves it out."""
-    from planner import read_running_job
-    from webhook.common.rank_configmap import plan_files, rank_table_status
-    from webhook.controller.configmap_jobs import configmap_job_key
+    cannot be read is left out with a warning, as the controller's ledger leaves it out."""
+    from webhook.controller.configmap_jobs import running_job_of
 
     jobs: list[RunningJob] = []
     for configmap in configmaps:
-        key = configmap_job_key(configmap, settings)
-        labels = (configmap.get("metadata") or {}).get("labels") or {}
-        profile = settings.profile(labels.get("ring-controller.cce"))
-        if key is None or key == exclude or profile is None or rank_table_status(configmap, profile) != "completed":
-            continue
         try:
-            jobs.append(read_running_job(plan_files(configmap, profile), key=key, where=f"ConfigMap of {key}"))
+            found = running_job_of(configmap, settings)
         except InputError as exc:
-            log.warning("running job %s left out: %s", key, one_line(str(exc), limit=None))
+            log.warning("running job left out: %s", one_line(str(exc), limit=None))
+            continue
+        if found is not None and found[0] != exclude:
+            jobs.append(found[1])
     return jobs
 
 

@@ -18,7 +18,7 @@ import contextlib
 import logging
 import threading
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -31,14 +31,12 @@ from planner import (
     Topology,
     fabric_links,
     job_network,
-    read_running_job,
     running_job_traffic,
 )
 from webhook.common.metrics import Metrics
-from webhook.common.names import RING_LABEL
-from webhook.common.rank_configmap import payload_hash, plan_files, rank_table_status
+from webhook.common.rank_configmap import payload_hash
 from webhook.common.settings import Settings
-from webhook.controller.configmap_jobs import configmap_job_key
+from webhook.controller.configmap_jobs import configmap_job_key, running_job_of
 
 log = logging.getLogger("ringroute.controller")
 
@@ -100,10 +98,14 @@ class LedgerKeeper:
         self._publish()
         return elapsed
 
-    def ensure(self, topology: Topology, configmaps: Iterable[Mapping[str, Any]], jobs: Iterable[str]) -> float | None:
-        """Rebuild when the topology is not the one the ledger was built for; the seconds taken, or None."""
+    def ensure(
+        self, topology: Topology, running: Callable[[], tuple[Iterable[Mapping[str, Any]], Iterable[str]]]
+    ) -> float | None:
+        """Rebuild, from the ConfigMaps and Jobs `running()` gives, when the topology is not the one the ledger was
+        built for; the seconds taken, or None (nothing read: the common case, on every plan)."""
         if self._topology is topology:
             return None
+        configmaps, jobs = running()
         return self.rebuild(topology, configmaps, jobs)
 
     def _add(
@@ -114,20 +116,18 @@ class LedgerKeeper:
         configmap: Mapping[str, Any],
         sources: dict[str, _Source],
     ) -> bool:
-        """Put the job of a completed ConfigMap into `ledger`; False (and its entry dropped) when it holds none."""
-        profile = self.settings.profile(((configmap.get("metadata") or {}).get("labels") or {}).get(RING_LABEL))
+        """Put the job of a completed ConfigMap into `ledger`; False (and its entry dropped) when it holds none. A
+        ConfigMap that cannot be read leaves the job out with a warning, whatever it holds (users can edit them)."""
         sha = payload_hash(configmap.get("data"), configmap.get("binaryData"))
-        if profile is None or rank_table_status(configmap, profile) != "completed":
-            ledger.remove(key)
-            sources.pop(key, None)
-            return False
         if key in sources and sources[key].data_sha == sha and key in ledger:
             return True
         try:
-            job = read_running_job(plan_files(configmap, profile), key=key, ports_first=self._model is not None)
-            traffic = running_job_traffic(job, topology, ledger.links, self._model)
-        except InputError as exc:
-            log.warning("event=fabric_job_left_out job=%s error=%s", key, exc)
+            found = running_job_of(configmap, self.settings, ports_first=self._model is not None)
+            traffic = running_job_traffic(found[1], topology, ledger.links, self._model) if found else None
+        except Exception as exc:
+            log.warning("event=fabric_job_left_out job=%s error=%s: %s", key, type(exc).__name__, exc)
+            traffic = None
+        if traffic is None:
             ledger.remove(key)
             sources.pop(key, None)
             return False

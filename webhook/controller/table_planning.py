@@ -93,8 +93,7 @@ class TablePlanning:
 
     def ensure_ledger(self, topology: Topology) -> float | None:
         """Build the ledger for `topology` when it was built for another one (in a thread); seconds, or None."""
-        configmaps, jobs = self._running()
-        return self.ledger.ensure(topology, list(configmaps), list(jobs))
+        return self.ledger.ensure(topology, self._running)
 
     async def rebuild_ledger(self, topology: Callable[[], Topology]) -> None:
         """Build the ledger for the caches' topology (the changes seen meanwhile are in it)."""
