@@ -143,7 +143,7 @@ def load_document(ledger: FabricLedger, report: FabricReport) -> dict[str, Any]:
                 "load": round(use.load, 6),
                 "jobs": {share.key: round(share.load, 6) for share in use.jobs},
             }
-            for use in (ledger.link_use(int(link)) for link in loaded[np.argsort(-report.loads[loaded], kind="stable")])
+            for use in ledger.link_uses(loaded[np.argsort(-report.loads[loaded], kind="stable")].tolist())
         ],
     }
 

@@ -38,6 +38,8 @@ def fabric_grid(ledger: FabricLedger, loads: np.ndarray, *, highlight: frozenset
     label_w, gap = 150, 24
     height = (CELL + 3) * max(1, len(shown)) + 18
     total = label_w + 2 * width * (CELL + 1) + gap
+    drawn = [int(link) for _label, up, down in shown for link in (*up.tolist(), *down.tolist()) if loads[link] > 0]
+    uses = {use.link: use for use in ledger.link_uses(drawn)}  # the jobs on every loaded cell, in one pass
     parts = [
         f'<svg width="{total}" height="{height}" viewBox="0 0 {total} {height}" data-field="fabric-grid">',
         f'<text x="{label_w}" y="11">uplinks to spine 0..{width - 1}</text>',
@@ -51,7 +53,7 @@ def fabric_grid(ledger: FabricLedger, loads: np.ndarray, *, highlight: frozenset
             left = label_w + side * (width * (CELL + 1) + gap)
             for spine, link in enumerate(ids.tolist()):
                 load = float(loads[link])
-                jobs = ", ".join(f"{s.key} {s.load:.2f}" for s in ledger.link_use(link).jobs) if load > 0 else "idle"
+                jobs = ", ".join(f"{s.key} {s.load:.2f}" for s in uses[link].jobs) if link in uses else "idle"
                 parts.append(
                     f'<rect x="{left + spine * (CELL + 1)}" y="{top}" width="{CELL}" height="{CELL}" '
                     f'fill="{colour(load)}"><title>{escaped(ledger.links.name(link).render())}: {load:.2f} flows '
